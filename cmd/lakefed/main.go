@@ -1,0 +1,132 @@
+// Command lakefed is a data-lake federation for scientific storage: one
+// binary that serves storage, federates many endpoints into one namespace,
+// caches, buffers writes and benchmarks sites. "lakefed help" lists the
+// subcommands. This file is wiring only: each subcommand lives in its own
+// file and its logic in internal/.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+)
+
+// command is one subcommand: its one-line summary and what runs it. run
+// gets the arguments after the subcommand's name and a context cancelled on
+// SIGINT or SIGTERM.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+// commands is the one table of subcommands, in the order "help" lists them.
+var commands = []struct {
+	name string
+	command
+}{
+	{"storage", command{"serve a directory over HTTP/WebDAV", runStorage}},
+	{"cp", command{"copy a file: local path or URL on either side", runCp}},
+	{"ls", command{"list a directory (-l: size and mtime)", runLs}},
+	{"stat", command{"describe a file or directory", runStat}},
+	{"rm", command{"remove a file", runRm}},
+	{"mkdir", command{"make a directory and its parents", runMkdir}},
+	{"version", command{"print the version", runVersion}},
+}
+
+// Exit codes. Scripts tell the three failure classes apart by them.
+const (
+	exitOK          = 0
+	exitError       = 1 // anything not classified below
+	exitUsage       = 2 // bad flags or arguments
+	exitNotFound    = 3 // the path is not there
+	exitUnavailable = 4 // the endpoint could not answer: worth retrying
+	exitRefused     = 5 // the endpoint refused (permission, bad request)
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err := c.run(ctx, args[1:])
+		if err == nil || errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "lakefed: %v\n", err)
+		return exitCode(err)
+	}
+	fmt.Fprintf(stderr, "lakefed: unknown command %q (see 'lakefed help')\n", args[0])
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "lakefed: a data-lake federation for scientific storage")
+	fmt.Fprintln(w, "\nUsage: lakefed COMMAND [flags] [args]\n\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\n'lakefed COMMAND -h' shows a command's flags.")
+}
+
+// usageError marks an error as the caller's mistake (exit code 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, a ...any) error {
+	return &usageError{fmt.Sprintf(format, a...)}
+}
+
+func exitCode(err error) int {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, endpoint.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, endpoint.ErrUnavailable):
+		return exitUnavailable
+	case errors.Is(err, endpoint.ErrRefused):
+		return exitRefused
+	}
+	return exitError
+}
+
+// newFlagSet returns a flag set for a subcommand that returns errors
+// instead of exiting, so main decides the exit code.
+func newFlagSet(name, argsUsage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: lakefed %s [flags] %s\n", name, argsUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func runVersion(ctx context.Context, args []string) error {
+	fmt.Println("lakefed", version)
+	return nil
+}

@@ -1,0 +1,141 @@
+// Package endpoint defines the one interface every kind of storage lakefed
+// talks to implements (a local directory, a WebDAV/HTTP server, S3, XRootD,
+// another lakefed federator), the errors they return, and the optional powers
+// some kinds have.
+//
+// Paths given to an Endpoint are clean, slash-separated and absolute relative
+// to the endpoint's root: "/" is the root itself, "/atlas/f.root" a file in
+// it. Callers clean them with httpx.CleanPath first; kinds may rely on it.
+//
+//	ep, _ := kinds.New(ctx, endpoint.Config{Name: "site-a", URL: "http://127.0.0.1:9001/"}, nil)
+//	info, err := ep.Stat(ctx, "/atlas/f.root")
+//	switch {
+//	case errors.Is(err, endpoint.ErrNotFound):    // the endpoint said no
+//	case errors.Is(err, endpoint.ErrUnavailable): // could not ask: try another
+//	}
+package endpoint
+
+import (
+	"context"
+	"io"
+	"net/url"
+	"time"
+)
+
+// Endpoint is one storage endpoint. Every method may be called concurrently.
+type Endpoint interface {
+	// Name is the endpoint's name from the config; used in logs and metrics.
+	Name() string
+
+	// Stat describes path. A missing path gives an error wrapping ErrNotFound.
+	// Checksums are filled only when the endpoint has them cheaply.
+	Stat(ctx context.Context, path string) (Info, error)
+
+	// List returns the entries directly inside dir, in no particular order.
+	// A missing dir wraps ErrNotFound; a file (not a directory) wraps ErrRefused.
+	List(ctx context.Context, dir string) ([]Info, error)
+
+	// Open reads n bytes of path from offset off (n < 0: to the end). Like
+	// io.ReaderAt, reading less than asked before EOF is an error of the
+	// returned reader, not a short success. off beyond the size wraps ErrRefused.
+	Open(ctx context.Context, path string, off, n int64) (io.ReadCloser, error)
+
+	// Put stores r as path, replacing any file there and creating missing
+	// parent directories. size is the exact length of r, or -1 when unknown.
+	// The file becomes visible only complete: a failed Put leaves the old
+	// content (or nothing) in place.
+	Put(ctx context.Context, path string, r io.Reader, size int64) error
+
+	// Delete removes the file (or empty directory) path. A missing path wraps
+	// ErrNotFound.
+	Delete(ctx context.Context, path string) error
+
+	// Mkdir creates the directory path and its missing parents. An existing
+	// directory is not an error.
+	Mkdir(ctx context.Context, path string) error
+
+	// Probe checks that the endpoint answers at all; it is the active health
+	// check. It returns nil or an error wrapping ErrUnavailable.
+	Probe(ctx context.Context) error
+}
+
+// Info describes one file or directory.
+type Info struct {
+	// Name is the base name ("f.root"); "/" for the root.
+	Name    string
+	Size    int64
+	ModTime time.Time
+	IsDir   bool
+	// ETag is the server's entity tag, without quotes, or "".
+	ETag string
+	// Checksums maps a lower-case algorithm name ("adler32", "md5",
+	// "crc32c") to its value in the field's usual form: 8 lower-case hex
+	// digits for adler32 and crc32c, 32 for md5. Nil when none are known.
+	Checksums map[string]string
+}
+
+// Op says what a client wants to do with a URL it is redirected to.
+type Op int
+
+const (
+	// OpRead is GET or HEAD.
+	OpRead Op = iota
+	// OpWrite is PUT.
+	OpWrite
+	// OpDelete is DELETE.
+	OpDelete
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpRead:
+		return "read"
+	case OpWrite:
+		return "write"
+	case OpDelete:
+		return "delete"
+	}
+	return "unknown"
+}
+
+// Redirecter is implemented by endpoints a client can be sent to directly
+// (HTTP servers, S3 with pre-signed URLs, XRootD with an HTTP door).
+type Redirecter interface {
+	// RedirectURL returns the URL a client should use for op on path. The
+	// URL may carry credentials of limited life (a pre-signed S3 URL).
+	RedirectURL(ctx context.Context, path string, op Op) (*url.URL, error)
+}
+
+// Checksummer is implemented by endpoints that can compute or look up a
+// checksum without the caller reading the whole file.
+type Checksummer interface {
+	// Checksum returns path's checksum for algo ("adler32", "md5",
+	// "crc32c") in the form Info.Checksums documents. An algorithm the
+	// endpoint does not offer wraps ErrUnsupported.
+	Checksum(ctx context.Context, path, algo string) (string, error)
+}
+
+// RedirectURL returns ep's redirect URL for path, or ErrUnsupported when the
+// kind cannot send clients anywhere (a local directory).
+func RedirectURL(ctx context.Context, ep Endpoint, path string, op Op) (*url.URL, error) {
+	if r, ok := ep.(Redirecter); ok {
+		return r.RedirectURL(ctx, path, op)
+	}
+	return nil, ErrUnsupported
+}
+
+// Checksum returns path's checksum for algo: from Stat when the endpoint
+// reports it there, else from the Checksummer, else ErrUnsupported.
+func Checksum(ctx context.Context, ep Endpoint, path, algo string) (string, error) {
+	if c, ok := ep.(Checksummer); ok {
+		return c.Checksum(ctx, path, algo)
+	}
+	info, err := ep.Stat(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	if v, ok := info.Checksums[algo]; ok {
+		return v, nil
+	}
+	return "", ErrUnsupported
+}

@@ -1,0 +1,63 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
+)
+
+// The errors every kind wraps, so callers can tell apart the three things
+// that can go wrong. The federator treats them differently: ErrNotFound
+// counts towards a 404, ErrUnavailable towards a 503 and a health mark,
+// ErrRefused is passed on to the client.
+var (
+	// ErrNotFound: the endpoint answered, and the path is not there.
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the endpoint could not answer (down, timeout, 5xx,
+	// a broken connection). Worth trying another replica or later.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrRefused: the endpoint answered and refused (permission, bad
+	// request, path is a directory, range past the end).
+	ErrRefused = errors.New("refused")
+	// ErrExist: something is already there (MKCOL on a file). It is a
+	// kind of refusal: errors.Is(err, ErrRefused) holds too.
+	ErrExist = &classed{msg: "already exists", class: ErrRefused}
+	// ErrUnsupported: the kind cannot do this at all (a redirect URL for
+	// a local directory). It is a refusal too.
+	ErrUnsupported = &classed{msg: "not supported", class: ErrRefused}
+)
+
+// classed is a sentinel that also matches the broader class it belongs to.
+type classed struct {
+	msg   string
+	class error
+}
+
+func (e *classed) Error() string        { return e.msg }
+func (e *classed) Is(target error) bool { return target == e.class }
+
+// Class returns which of ErrNotFound, ErrUnavailable or ErrRefused err is,
+// or nil for nil. An error of no known class counts as ErrUnavailable: when
+// unsure whether a file exists, never say it does not.
+func Class(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotFound):
+		return ErrNotFound
+	case errors.Is(err, ErrRefused):
+		return ErrRefused
+	default:
+		return ErrUnavailable
+	}
+}
+
+// IsNetwork reports whether err comes from the network or a deadline rather
+// than from an answer: kinds use it to wrap ErrUnavailable.
+func IsNetwork(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE)
+}

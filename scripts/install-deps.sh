@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every external server and client the tests and benchmarks use
+# (Debian 12, as root). Safe to re-run: it skips what is already there.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+apt_pkgs=(
+  xrootd-server xrootd-client xrootd-plugins
+  nginx libnginx-mod-http-dav-ext
+  litmus davix rclone curl
+  gfal2 python3-gfal2 python3-gfal2-util gfal2-util-scripts python-is-python3
+  gfal2-plugin-http gfal2-plugin-file gfal2-plugin-xrootd
+  wrk apache2-utils chromium chromium-driver attr openssl
+)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+py_pkgs=(uproot awkward numpy)
+python3 -c 'import uproot, awkward, numpy' 2>/dev/null || python3 -m pip install -q "${py_pkgs[@]}"
+
+go mod download
