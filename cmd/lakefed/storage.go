@@ -3,7 +3,50 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/lakefed/lakefed/internal/storage"
 )
 
-// runStorage is replaced by the storage role's wiring.
-func runStorage(ctx context.Context, args []string) error { return errors.New("not built yet") }
+// runStorage serves a directory over HTTP/WebDAV until ctx is cancelled:
+//
+//	lakefed storage --root DIR [--listen 127.0.0.1:9001] [--tls-cert F --tls-key F] [--access-log]
+func runStorage(ctx context.Context, args []string) error {
+	fs := newFlagSet("storage", "")
+	var cfg storage.Config
+	fs.StringVar(&cfg.Root, "root", "", "directory to serve (required)")
+	fs.StringVar(&cfg.Listen, "listen", storage.DefaultListen, "host:port to listen on")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate; with --tls-key serves HTTPS")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key for --tls-cert")
+	fs.BoolVar(&cfg.AccessLog, "access-log", false, "log one line per request")
+	fs.Int64Var(&cfg.MaxUpload, "max-upload", 0, "largest PUT body in bytes (0: no limit)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErrorf("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("storage: unexpected arguments %q", fs.Args())
+	}
+	if cfg.Root == "" {
+		return usageErrorf("storage: --root is required")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	srv, err := storage.New(cfg, log)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	defer srv.Close()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	fmt.Printf("lakefed storage: serving %s at %s\n", cfg.Root, srv.URL(ln.Addr()))
+	return srv.Serve(ctx, ln)
+}

@@ -23,6 +23,45 @@ type Config struct {
 	// BearerToken, when set, is sent as "Authorization: Bearer ..." to
 	// HTTP endpoints (WLCG tokens, macaroons).
 	BearerToken string `yaml:"bearer_token"`
+	// HTTPURL is the HTTP(S) door of a root:// endpoint (XRootD's XrdHttp),
+	// used to redirect HTTP clients there. Empty: root:// endpoints are
+	// proxied.
+	HTTPURL string `yaml:"http_url"`
+	// S3 holds the options of s3:// endpoints; nil for other kinds.
+	S3 *S3Config `yaml:"s3"`
+}
+
+// S3Config is the part of an endpoint's config only s3:// endpoints use.
+// The s3 kind documents and validates its fields.
+type S3Config struct {
+	// Endpoint is the S3 server's host:port or URL, e.g.
+	// "http://127.0.0.1:9000". A bare host:port means https. Required.
+	Endpoint string `yaml:"endpoint"`
+	// Region is the bucket's region, used in signatures. Set, it also lets
+	// pre-signed URLs be made without asking the server. Empty: "us-east-1".
+	Region string `yaml:"region"`
+	// AccessKey and SecretKey are the credentials. Both empty: taken from
+	// the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and, if
+	// set, AWS_SESSION_TOKEN); none there either: anonymous requests.
+	AccessKey string `yaml:"access_key"`
+	SecretKey string `yaml:"secret_key"`
+	// PathStyle forces path-style requests (http://host/bucket/key), which
+	// most non-AWS servers (s3proxy, MinIO, Ceph RGW) want. False: minio-go
+	// picks virtual-host style for AWS and path style for other servers.
+	PathStyle bool `yaml:"path_style"`
+	// PresignExpiry is how long a pre-signed redirect URL stays valid.
+	// Zero: 1h. At least 1s, at most 7 days (the S3 limit); the federator
+	// also requires it to be no shorter than its metadata cache TTL.
+	PresignExpiry time.Duration `yaml:"presign_expiry"`
+	// MultipartThreshold is the size above which a Put uses a multipart
+	// upload, as a size string ("64MiB", "100MB", "1048576"). Smaller
+	// files are buffered in memory and sent in one PUT. Empty: "64MiB".
+	MultipartThreshold string `yaml:"multipart_threshold"`
+	// PartSize is the size of each part of a multipart upload, as a size
+	// string. Each Put holds one part in memory. At least "5MiB" (the S3
+	// minimum), at most "5GiB"; with 10000 parts at most, it bounds the
+	// size of a Put of unknown length. Empty: "64MiB".
+	PartSize string `yaml:"part_size"`
 }
 
 // DefaultTimeout is the Timeout used when Config.Timeout is zero.

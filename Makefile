@@ -1,0 +1,23 @@
+# The one test command: installs what the tests need when it is missing
+# (Debian packages, Python packages, Go modules), then runs every test.
+GO ?= go
+# Packages whose tests are run with the race detector as well.
+RACE_PKGS ?= ./internal/...
+
+.PHONY: test deps build vet bench-storage
+test: deps vet
+	$(GO) test -race -timeout 25m $(RACE_PKGS)
+	$(GO) test -timeout 15m ./cmd/...
+
+deps:
+	./scripts/install-deps.sh
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+
+build:
+	$(GO) build -o bin/lakefed ./cmd/lakefed
+
+bench-storage:
+	./bench/storage.sh

@@ -1,0 +1,291 @@
+// Package storage is lakefed's storage role: one local directory served
+// over HTTP and WebDAV the way grid clients (davix, gfal2, rclone, curl,
+// ROOT) expect a minimal storage element to behave.
+//
+//	srv, err := storage.New(storage.Config{Listen: "127.0.0.1:9001", Root: "/data"}, log)
+//	if err != nil { return err }
+//	defer srv.Close()
+//	return srv.ListenAndServe(ctx) // nil after ctx is cancelled and requests drained
+//
+// GET, HEAD, PUT and OPTIONS run on a hand-written fast path: zero-copy
+// reads through http.ServeContent (sendfile), RFC 9110 ranges and
+// conditionals, RFC 3230 Want-Digest with checksums cached in extended
+// attributes, and atomic uploads (temp file, fsync, rename, fsync dir) with
+// the adler32 computed on the fly. PROPFIND, PROPPATCH, MKCOL, DELETE, COPY,
+// MOVE, LOCK and UNLOCK go to golang.org/x/net/webdav over a FileSystem
+// adapter rooted at Root; dead properties live in extended attributes.
+//
+// Path safety: every request path (and the Destination header) goes through
+// httpx.CleanPath; names starting with ".lakefed-" are reserved for the
+// server's own temp files and are neither listed nor reachable. Symlinks
+// are resolved by the kernel with openat2(RESOLVE_BENEATH) on the read path
+// and by os.Root everywhere else: a symlink that stays inside Root is
+// followed, one that leads outside Root (or is absolute) is refused with 403
+// on GET/HEAD/PUT and looks absent (404) to the WebDAV methods.
+//
+// Observability: /metrics (Prometheus text, own registry) is served on the
+// same listener and shadows a file named "metrics" at the root (see
+// Config.MetricsPath); an access log line per request is off by default.
+package storage
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/webdav"
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultListen is the address a storage server listens on when
+// Config.Listen is empty.
+const DefaultListen = "127.0.0.1:9001"
+
+// Config is one storage server; it is also the YAML shape of one
+// `storage:` list item in lakefed's config file.
+type Config struct {
+	// Listen is the host:port to listen on, e.g. 127.0.0.1:9001. Empty
+	// means DefaultListen. Only ListenAndServe uses it.
+	Listen string `yaml:"listen"`
+	// Root is the directory served; it must exist. Required.
+	Root string `yaml:"root"`
+	// TLSCert is a PEM certificate chain; with TLSKey it turns on HTTPS.
+	// Both or neither must be set.
+	TLSCert string `yaml:"tls_cert"`
+	// TLSKey is the PEM private key for TLSCert.
+	TLSKey string `yaml:"tls_key"`
+	// AccessLog turns on one Info-level log line per request (method,
+	// path, status, bytes, duration, remote). Default false: the access
+	// log sits on the HEAD hot path, so it costs nothing unless asked for.
+	AccessLog bool `yaml:"access_log"`
+	// MaxUpload is the largest PUT body accepted, in bytes. Zero means no
+	// limit; a larger upload gets 413 and leaves nothing behind.
+	MaxUpload int64 `yaml:"max_upload"`
+	// MetricsPath is the URL path where GET /metrics (Prometheus text
+	// format) is served on the same listener. Empty means "/metrics"; "-"
+	// turns it off. A file at that path under Root is shadowed.
+	MetricsPath string `yaml:"metrics_path"`
+}
+
+// Limits and timeouts of the HTTP server. They are not configurable yet:
+// nothing has needed other values.
+const (
+	maxHeaderBytes    = 64 << 10 // larger request headers get 431
+	readHeaderTimeout = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	shutdownTimeout   = 10 * time.Second
+	reservedPrefix    = ".lakefed-" // names the server keeps for itself
+	uploadPrefix      = reservedPrefix + "upload-"
+)
+
+// Server serves one directory over HTTP/WebDAV. Its methods are safe for
+// concurrent use. Close releases the directory handles.
+type Server struct {
+	cfg         Config
+	log         *slog.Logger
+	root        *os.Root // every write and every WebDAV operation goes through it
+	rootDir     *os.File // O_PATH handle on Root for openat2; nil without openat2
+	rootFD      int      // rootDir's descriptor, valid while rootDir is open
+	tlsConfig   *tls.Config
+	metricsPath string // "" when metrics are off
+	reg         *prometheus.Registry
+	m           *metrics
+	metricsH    http.Handler
+	dav         *webdav.Handler
+	locks       *countingLS
+	sums        singleflight.Group // coalesces checksum computations per file
+	handler     http.Handler
+
+	// writeChunk writes one chunk of an upload; tests replace it to
+	// inject errors such as ENOSPC.
+	writeChunk func(f *os.File, p []byte) (int, error)
+}
+
+// New checks cfg and builds a Server. It returns every problem it finds at
+// once and never panics. log may be nil (slog.Default()).
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "storage")
+	var errs []error
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	} else if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("storage: listen %q: %w", cfg.Listen, err))
+	}
+	if cfg.MaxUpload < 0 {
+		errs = append(errs, fmt.Errorf("storage: max_upload %d is negative", cfg.MaxUpload))
+	}
+	metricsPath := cfg.MetricsPath
+	switch {
+	case metricsPath == "":
+		metricsPath = "/metrics"
+	case metricsPath == "-":
+		metricsPath = ""
+	case !strings.HasPrefix(metricsPath, "/"):
+		errs = append(errs, fmt.Errorf("storage: metrics_path %q must start with /", metricsPath))
+	}
+	var tlsConfig *tls.Config
+	switch {
+	case cfg.TLSCert == "" && cfg.TLSKey == "":
+	case cfg.TLSCert == "" || cfg.TLSKey == "":
+		errs = append(errs, errors.New("storage: tls_cert and tls_key must be set together"))
+	default:
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("storage: tls: %w", err))
+		} else {
+			tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+	}
+	var root *os.Root
+	if cfg.Root == "" {
+		errs = append(errs, errors.New("storage: root is required"))
+	} else if fi, err := os.Stat(cfg.Root); err != nil {
+		errs = append(errs, fmt.Errorf("storage: root: %w", err))
+	} else if !fi.IsDir() {
+		errs = append(errs, fmt.Errorf("storage: root %q is not a directory", cfg.Root))
+	} else if root, err = os.OpenRoot(cfg.Root); err != nil {
+		errs = append(errs, fmt.Errorf("storage: root: %w", err))
+	}
+	if len(errs) > 0 {
+		if root != nil {
+			root.Close()
+		}
+		return nil, errors.Join(errs...)
+	}
+
+	s := &Server{
+		cfg:         cfg,
+		log:         log,
+		root:        root,
+		rootFD:      -1,
+		tlsConfig:   tlsConfig,
+		metricsPath: metricsPath,
+		reg:         prometheus.NewRegistry(),
+		locks:       &countingLS{LockSystem: webdav.NewMemLS()},
+		writeChunk:  (*os.File).Write,
+	}
+	s.openBeneath()
+	s.m = newMetrics(s.reg)
+	s.metricsH = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+	s.dav = &webdav.Handler{
+		FileSystem: davFS{s},
+		LockSystem: s.locks,
+		Logger: func(r *http.Request, err error) {
+			if err != nil && log.Enabled(r.Context(), slog.LevelDebug) {
+				log.DebugContext(r.Context(), "webdav request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+		},
+	}
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	return s, nil
+}
+
+// openBeneath opens the O_PATH handle used with openat2(RESOLVE_BENEATH),
+// and leaves rootDir nil (so os.Root is used) when the kernel lacks openat2.
+func (s *Server) openBeneath() {
+	f, err := os.OpenFile(s.cfg.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	fd := int(f.Fd())
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+	probe, err := unix.Openat2(fd, ".", &how)
+	if err != nil {
+		f.Close()
+		s.log.Info("openat2 unavailable, resolving paths with os.Root", "err", err)
+		return
+	}
+	unix.Close(probe)
+	s.rootDir, s.rootFD = f, fd
+}
+
+// Close releases the handles on Root. Call it after Serve has returned.
+func (s *Server) Close() error {
+	if s.rootDir != nil {
+		s.rootDir.Close()
+	}
+	return s.root.Close()
+}
+
+// Handler returns the server's HTTP handler: the WebDAV tree plus
+// /metrics (unless Config.MetricsPath is "-"). It recovers panics into a
+// 500 and a log line.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry returns the Prometheus registry holding this server's metrics,
+// for callers that want to gather them elsewhere.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Serve answers HTTP (or HTTPS, when TLS is configured) on ln until ctx is
+// cancelled, then shuts down gracefully (in-flight requests get up to 10 s)
+// and returns nil. Any other failure of the listener is returned. Serve
+// closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if s.tlsConfig != nil {
+			srv.TLSConfig = s.tlsConfig.Clone()
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("storage: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		srv.Close()
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("storage: serve: %w", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: shutdown: %w", err)
+	}
+	return nil
+}
+
+// ListenAndServe listens on Config.Listen and calls Serve.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// URL returns the base URL clients use for a server listening on addr:
+// http or https by the TLS setting, ending in "/".
+func (s *Server) URL(addr net.Addr) string {
+	scheme := "http"
+	if s.tlsConfig != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + addr.String() + "/"
+}
