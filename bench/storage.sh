@@ -94,8 +94,9 @@ for s in "${SERVERS[@]}"; do
   t0=$(now); curl -sf -o /dev/null "$u/big"; t1=$(now)
   R1[$s]=$(mbps $((SIZE_MB << 20)) "$(echo "$t1 - $t0" | bc -l)")
   t0=$(now)
-  for i in $(seq "$PAR"); do curl -sf -o /dev/null "$u/big" & done
-  wait_all=0; for j in $(jobs -p); do wait "$j" || wait_all=1; done
+  cpids=()
+  for i in $(seq "$PAR"); do curl -sf -o /dev/null "$u/big" & cpids+=($!); done
+  wait_all=0; for j in "${cpids[@]}"; do wait "$j" || wait_all=1; done
   t1=$(now)
   [ $wait_all = 0 ] || { echo "a parallel read from $s failed" >&2; exit 1; }
   R16[$s]=$(mbps $((PAR * SIZE_MB << 20)) "$(echo "$t1 - $t0" | bc -l)")

@@ -32,11 +32,14 @@ var commands = []struct {
 	command
 }{
 	{"storage", command{"serve a directory over HTTP/WebDAV", runStorage}},
+	{"serve", command{"run the roles a config file names (--config FILE)", runServe}},
+	{"check-config", command{"validate a config file", runCheckConfig}},
 	{"cp", command{"copy a file: local path or URL on either side", runCp}},
 	{"ls", command{"list a directory (-l: size and mtime)", runLs}},
 	{"stat", command{"describe a file or directory", runStat}},
 	{"rm", command{"remove a file", runRm}},
 	{"mkdir", command{"make a directory and its parents", runMkdir}},
+	{"bench", command{"site and scale tests, their results store (see 'lakefed bench -h')", runBench}},
 	{"version", command{"print the version", runVersion}},
 }
 

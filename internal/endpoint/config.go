@@ -44,6 +44,8 @@ type S3Config struct {
 	// the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and, if
 	// set, AWS_SESSION_TOKEN); none there either: anonymous requests.
 	AccessKey string `yaml:"access_key"`
+	// SecretKey is AccessKey's secret. It is only ever used to sign; it
+	// never appears in a URL or a log.
 	SecretKey string `yaml:"secret_key"`
 	// PathStyle forces path-style requests (http://host/bucket/key), which
 	// most non-AWS servers (s3proxy, MinIO, Ceph RGW) want. False: minio-go

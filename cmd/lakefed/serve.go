@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/storage"
+)
+
+// runServe runs every role the config file names: its storage servers and
+// its federator. SIGHUP (or POST /api/reload) re-reads the file and
+// reloads the federator's endpoint list without dropping requests in
+// flight; storage servers are not restarted by a reload.
+func runServe(ctx context.Context, args []string) error {
+	fs := newFlagSet("serve", "")
+	cfgPath := fs.String("config", "", "the YAML config file (required)")
+	verbose := fs.Bool("v", false, "log at debug level")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cfgPath == "" || fs.NArg() != 0 {
+		return usageErrorf("serve: give --config FILE and no arguments")
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(cfg.Storage)+1)
+	defer wg.Wait()
+
+	for _, sc := range cfg.Storage {
+		srv, err := storage.New(sc, log)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", sc.Listen)
+		if err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		scheme := "http"
+		if sc.TLSCert != "" {
+			scheme = "https"
+		}
+		fmt.Printf("storage %s://%s/ serving %s\n", scheme, ln.Addr(), sc.Root)
+		wg.Go(func() {
+			if err := srv.Serve(ctx, ln); err != nil {
+				errc <- err
+			}
+		})
+	}
+
+	if cfg.Federation != nil {
+		reload := func(context.Context) (*config.Federation, error) {
+			c, err := config.Load(*cfgPath)
+			if err != nil {
+				return nil, err
+			}
+			if c.Federation == nil {
+				return nil, errors.New("config: the federation section is gone; a federator cannot reload into none")
+			}
+			return c.Federation, nil
+		}
+		fed, err := federation.New(ctx, *cfg.Federation, federation.Options{Log: log, Reload: reload})
+		if err != nil {
+			return err
+		}
+		defer fed.Close()
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("federation: %w", err)
+		}
+		hs := &http.Server{
+			Handler:           fed.Handler(),
+			ReadHeaderTimeout: 30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		}
+		fmt.Printf("federator http://%s/ over %d endpoints\n", ln.Addr(), len(cfg.Federation.Endpoints))
+		wg.Go(func() {
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("federation: serve: %w", err)
+			}
+		})
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			if err := hs.Shutdown(sctx); err != nil {
+				hs.Close()
+			}
+		}()
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					c, err := reload(ctx)
+					if err == nil {
+						err = fed.Reload(*c)
+					}
+					if err != nil {
+						log.Error("reload failed; the old endpoint list stays", "err", err)
+					}
+				}
+			}
+		})
+	}
+
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+// runCheckConfig loads and validates a config file and says what it runs.
+func runCheckConfig(ctx context.Context, args []string) error {
+	fs := newFlagSet("check-config", "FILE")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("check-config: give one FILE")
+	}
+	cfg, err := config.Load(fs.Arg(0))
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	eps := 0
+	if cfg.Federation != nil {
+		eps = len(cfg.Federation.Endpoints)
+	}
+	fmt.Printf("%s: ok (%d storage servers, federation: %v, %d endpoints)\n", fs.Arg(0), len(cfg.Storage), cfg.Federation != nil, eps)
+	return nil
+}

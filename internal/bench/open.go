@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"time"
+)
+
+// OpenOptions shape the open-rate test (the CMS AAA file-open scale test).
+type OpenOptions struct {
+	Common
+	Ramp
+	// Period is how often each job opens a file (0: 500ms, i.e. 2 Hz).
+	Period time.Duration `json:"period"`
+	// Files is the size of the fresh file list (0: 1000). Jobs open the
+	// files round-robin from different starting points, so within a
+	// pass every open is of a different file.
+	Files int `json:"files"`
+	// FileSize is the size of each fresh file (0: 4096).
+	FileSize int64 `json:"file_size"`
+}
+
+// OpenDefaults are the AAA open test's numbers: 50 jobs at 2 Hz (a
+// 100 Hz target), 5 jobs added every 30 s, the full load held for 60 s.
+func OpenDefaults() OpenOptions {
+	return OpenOptions{
+		Ramp:     Ramp{Jobs: 50, Step: 5, Every: 30 * time.Second, Hold: 60 * time.Second},
+		Period:   500 * time.Millisecond,
+		Files:    1000,
+		FileSize: 4096,
+	}
+}
+
+func (o *OpenOptions) fill() {
+	d := OpenDefaults()
+	if o.Jobs <= 0 {
+		o.Jobs = d.Jobs
+	}
+	if o.Every <= 0 {
+		o.Every = d.Every
+	}
+	if o.Period <= 0 {
+		o.Period = d.Period
+	}
+	if o.Files <= 0 {
+		o.Files = d.Files
+	}
+	if o.FileSize <= 0 {
+		o.FileSize = d.FileSize
+	}
+}
+
+// OpenSummary is the open test's result. Rates are per second of real
+// time (Speed times the unscaled rate).
+type OpenSummary struct {
+	Speed float64 `json:"speed"`
+	// Jobs is the job count at the end of the ramp.
+	Jobs int `json:"jobs"`
+	// ExpectedRate and ObservedRate are in the last (full-load) stage.
+	ExpectedRate float64 `json:"expected_rate"`
+	ObservedRate float64 `json:"observed_rate"`
+	// MaxObservedRate is the best stage.
+	MaxObservedRate float64 `json:"max_observed_rate"`
+	// Slope is observed against expected rate over the stages (1: the
+	// target keeps up; near 0: flat). SlopeValid is false with fewer than
+	// two distinct expected rates.
+	Slope      float64 `json:"slope"`
+	SlopeValid bool    `json:"slope_valid"`
+	// Opens and Failures count every open; FailFrac is their ratio.
+	Opens    int64   `json:"opens"`
+	Failures int64   `json:"failures"`
+	FailFrac float64 `json:"fail_frac"`
+	// Open times in seconds, over every successful open.
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+	// FirstErr is one of the errors seen, for the report.
+	FirstErr string `json:"first_err,omitempty"`
+}
+
+// Open runs the open-rate test against t: jobs that each open (stat and
+// read the first byte of) a different file every Period, ramped. The
+// files are a fresh set written for the run (Common.Reuse: the prepared
+// set), removed afterwards (Common.Keep: kept).
+func Open(ctx context.Context, t *Target, o OpenOptions) (*Result, error) {
+	o.fill()
+	rng := o.rng()
+	fs, err := t.openFiles(ctx, &o.Common, o.Files, o.FileSize, rng, "open")
+	if err != nil {
+		return nil, err
+	}
+	o.Files, o.FileSize = len(fs.paths), fs.size
+	if fs.fresh && !o.Keep {
+		defer t.removeFiles(context.WithoutCancel(ctx), fs)
+	}
+	plan := o.Ramp.plan(&o.Common)
+	period := o.scale(o.Period)
+	openers := make([]*opener, o.Jobs)
+	offsets := make([]int, o.Jobs)
+	for j := range o.Jobs {
+		openers[j] = t.newOpener()
+		offsets[j] = j * len(fs.paths) / o.Jobs
+	}
+	var cnt counters
+	res := &Result{Kind: "open", Target: t.raw, Site: t.site, Params: o, Started: time.Now()}
+	stop := showProgress(o.Progress, progressLine("open", plan, res.Started, &cnt, false))
+	recs := runPaced(ctx, &o.Common, "open", plan, period, func(ctx context.Context, j, n int) (int64, error) {
+		i := (offsets[j] + n) % len(fs.paths)
+		_, err := openers[j].open(ctx, fs.paths[i], fs.url(i))
+		return 0, err
+	}, &cnt)
+	stop()
+	res.Ended = time.Now()
+	res.Canceled = ctx.Err() != nil
+	res.Steps = aggregateSteps(plan, recs, period, func(jobs int) float64 {
+		return float64(jobs) / period.Seconds()
+	}, false)
+	res.Samples = flatten(recs)
+	res.Summary = summarizeOpen(res, o.speed())
+	return res, nil
+}
+
+// openFiles returns the file set an open or read test uses: the prepared
+// one (Reuse) or a fresh one written now.
+func (t *Target) openFiles(ctx context.Context, c *Common, n int, size int64, rng interface{ Uint64() uint64 },
+	what string) (*fileSet, error) {
+	if c.Reuse {
+		m, err := t.manifest(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if what == "open" {
+			if m.OpenFiles == 0 {
+				return nil, fmt.Errorf("bench: the prepared set has no open files")
+			}
+			return t.newFileSet(Root+"/open", "f", m.OpenFiles, m.OpenSize, false), nil
+		}
+		if m.ReadFiles == 0 {
+			return nil, fmt.Errorf("bench: the prepared set has no read files")
+		}
+		return t.newFileSet(Root+"/read", "r", m.ReadFiles, m.ReadSize, false), nil
+	}
+	tag := fmt.Sprintf("%s-%x", time.Now().UTC().Format("20060102T150405"), rng.Uint64()&0xffffff)
+	fs := t.newFileSet(path.Join(Root, "runs", tag), what[:1], n, size, true)
+	if err := t.writeFiles(ctx, fs, rng.Uint64(), what, c.Progress); err != nil {
+		t.removeFiles(context.WithoutCancel(ctx), fs)
+		return nil, err
+	}
+	return fs, nil
+}
+
+func progressLine(kind string, plan []stepPlan, start time.Time, cnt *counters, bytes bool) func() string {
+	total := plan[len(plan)-1].end
+	var lastOps, lastBytes int64
+	last := start
+	return func() string {
+		now := time.Now()
+		ops, b := cnt.ops.Load(), cnt.bytes.Load()
+		dt := now.Sub(last).Seconds()
+		rate := float64(ops-lastOps) / dt
+		brate := float64(b-lastBytes) / dt
+		lastOps, lastBytes, last = ops, b, now
+		el := now.Sub(start)
+		line := fmt.Sprintf("%s: %5.1fs/%.1fs  jobs %d  ops %d  failed %d  %.1f ops/s",
+			kind, el.Seconds(), total.Seconds(), cnt.active.Load(), ops, cnt.fails.Load(), rate)
+		if bytes {
+			line += fmt.Sprintf("  %s/s", formatBytes(brate))
+		}
+		return line
+	}
+}
+
+func summarizeOpen(res *Result, speed float64) *OpenSummary {
+	s := &OpenSummary{Speed: speed}
+	var xs, ys []float64
+	for _, st := range res.Steps {
+		s.Opens += st.Ops
+		s.Failures += st.Failures
+		s.MaxObservedRate = max(s.MaxObservedRate, st.Observed)
+		xs, ys = append(xs, st.Expected), append(ys, st.Observed)
+	}
+	if n := len(res.Steps); n > 0 {
+		last := res.Steps[n-1]
+		s.Jobs, s.ExpectedRate, s.ObservedRate = last.Jobs, last.Expected, last.Observed
+	}
+	s.Slope, s.SlopeValid = slope(xs, ys)
+	if s.Opens > 0 {
+		s.FailFrac = float64(s.Failures) / float64(s.Opens)
+	}
+	var d []float64
+	for _, sm := range res.Samples {
+		if sm.OK {
+			d = append(d, sm.Value)
+		} else if s.FirstErr == "" {
+			s.FirstErr = sm.Err
+		}
+	}
+	slices.Sort(d)
+	s.Mean = mean(d)
+	s.P50, s.P90, s.P99 = percentile(d, 0.5), percentile(d, 0.9), percentile(d, 0.99)
+	if len(d) > 0 {
+		s.Max = d[len(d)-1]
+	}
+	return s
+}

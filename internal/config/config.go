@@ -1,0 +1,565 @@
+// Package config reads lakefed's one YAML file, which says which roles a
+// process runs (storage servers, a federator) and how. Loading is strict:
+// an unknown key is an error, and every error names the line and the
+// field path, so a typo in a 200-line file is found at once rather than
+// silently ignored.
+//
+//	cfg, err := config.Load("lakefed.yaml") // defaults filled, Validate() run
+//	if err != nil {
+//		log.Fatal(err) // e.g. "line 12: federation.endpoints[1].url: missing"
+//	}
+//	fed, err := federation.New(ctx, *cfg.Federation, federation.Options{})
+//
+// The order is always: parse, fill defaults, Validate (every problem,
+// joined), then construct.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/storage"
+)
+
+// Config is the whole file. Top-level sections are roles; a process runs
+// every role whose section is present.
+type Config struct {
+	// Listen is the host:port the federator (and later the API and
+	// dashboard) listens on. Default "127.0.0.1:8080" when federation is
+	// configured.
+	Listen string `yaml:"listen"`
+	// Storage lists storage servers to run in this process, each serving
+	// a directory on its own listen address (storage.Config documents the
+	// fields). Nil: none.
+	Storage []storage.Config `yaml:"storage"`
+	// Federation configures the federator. Nil: no federator.
+	Federation *Federation `yaml:"federation"`
+
+	// lines maps field paths to lines of the file, for error messages.
+	lines map[string]int
+}
+
+// Federation is the federator: one namespace over many endpoints.
+type Federation struct {
+	// Mode is how GET is answered: "redirect" (302 to the best replica,
+	// the default) or "proxy" (the federator streams the bytes). An
+	// endpoint may override it; endpoints clients cannot reach (file://)
+	// are always proxied.
+	Mode string `yaml:"mode"`
+	// Placement picks the endpoint a PUT goes to: "priority" (the first
+	// healthy writable endpoint by priority, the default) or "spread"
+	// (round-robin over the healthy writable endpoints of the best
+	// priority, to balance load).
+	Placement string `yaml:"placement"`
+	// GeoIPDB is a MaxMind GeoIP2/GeoLite2 City database used to locate
+	// clients for proximity ranking. Empty: ClientNetworks only.
+	GeoIPDB string `yaml:"geoip_db"`
+	// ClientNetworks map client address ranges to locations, used when
+	// GeoIPDB is empty or does not know the client.
+	ClientNetworks []ClientNetwork `yaml:"client_networks"`
+	// FuzzKM is the distance within which replicas count as equally near,
+	// so load spreads randomly among them (as Dynafed's fuzz does).
+	// Default 100 km; a negative value turns spreading by distance off.
+	FuzzKM float64 `yaml:"fuzz_km"`
+	// FuzzLatency is the same for recent latency. Default 5ms.
+	FuzzLatency Duration `yaml:"fuzz_latency"`
+	// MaxHops bounds how many federators a request may pass through
+	// (X-Lakefed-Hops); a federator reached at MaxHops asks no upstream.
+	// Default 3.
+	MaxHops int `yaml:"max_hops"`
+	// RetryAfter is sent with 503 answers. Default 10s.
+	RetryAfter Duration `yaml:"retry_after"`
+	// MetadataCache bounds the cache of locate answers.
+	MetadataCache MetadataCache `yaml:"metadata_cache"`
+	// Health configures active probes and passive failure counting.
+	Health Health `yaml:"health"`
+	// Endpoints are the storage endpoints federated. At least one.
+	Endpoints []Endpoint `yaml:"endpoints"`
+}
+
+// ClientNetwork places the clients of some address ranges.
+type ClientNetwork struct {
+	// Networks are CIDR prefixes ("10.0.0.0/8", "2001:db8::/32").
+	Networks []string `yaml:"networks"`
+	// Location is [latitude, longitude] in degrees. Required.
+	Location Location `yaml:"location"`
+}
+
+// MetadataCache bounds the federator's cache of locate answers.
+type MetadataCache struct {
+	// MaxEntries is the most paths kept; the least recently used go
+	// first. Default 100000.
+	MaxEntries int `yaml:"max_entries"`
+	// TTL is how long a found path is trusted. Default 60s.
+	TTL Duration `yaml:"ttl"`
+	// NegativeTTL is how long "found nowhere" is trusted. Default 5s;
+	// "0s" is taken as the default too, use a tiny value such as 1ms to
+	// turn it nearly off.
+	NegativeTTL Duration `yaml:"negative_ttl"`
+}
+
+// Health configures how endpoints are marked down and up again.
+type Health struct {
+	// Interval between active probes of each endpoint. Default 5s.
+	Interval Duration `yaml:"interval"`
+	// Timeout is the probe's latency limit: a probe slower than this
+	// failed. Default 2s.
+	Timeout Duration `yaml:"timeout"`
+	// FailAfter consecutive failed probes mark an endpoint down.
+	// Default 2.
+	FailAfter int `yaml:"fail_after"`
+	// ErrorLimit consecutive request errors (unavailable answers to real
+	// requests) mark an endpoint down. Default 5.
+	ErrorLimit int `yaml:"error_limit"`
+	// RecoverAfter consecutive good probes mark a down endpoint up.
+	// Default 2.
+	RecoverAfter int `yaml:"recover_after"`
+}
+
+// Endpoint is one federated endpoint. The connection fields (name, url,
+// timeout, ca_file, ...) are endpoint.Config's, inline.
+type Endpoint struct {
+	endpoint.Config `yaml:",inline"`
+	// Kind is "" (from the URL's scheme) or "upstream": another lakefed
+	// federator reached over http(s), asked only when no local endpoint
+	// has a file. lakefed:// and lakefeds:// URLs are upstreams too.
+	Kind string `yaml:"kind"`
+	// Prefix is the part of the federated namespace the endpoint holds.
+	// Default "/".
+	Prefix string `yaml:"prefix"`
+	// Path is where Prefix lives on the endpoint, relative to the URL.
+	// Default "/" (the URL's own path).
+	Path string `yaml:"path"`
+	// Priority ranks replicas: lower is preferred. Default 1 (zero means
+	// the default).
+	Priority int `yaml:"priority"`
+	// Location is [latitude, longitude] in degrees, for proximity
+	// ranking. Empty: unknown (ranked after located replicas at equal
+	// priority when the client's location is known).
+	Location Location `yaml:"location"`
+	// Writable lets PUT, DELETE and MKCOL reach the endpoint.
+	Writable bool `yaml:"writable"`
+	// Mode overrides Federation.Mode for this endpoint: "redirect" or
+	// "proxy". Empty: inherit.
+	Mode string `yaml:"mode"`
+}
+
+// Location is a [latitude, longitude] pair in degrees; empty when unknown.
+type Location []float64
+
+// Known reports whether l holds a position.
+func (l Location) Known() bool { return len(l) == 2 }
+
+// Duration is a time.Duration written as a string ("30s", "250ms").
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New("want a duration such as \"30s\"")
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"30s\", \"250ms\")", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats d as time.Duration does.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Size is a byte count written as a string ("64MiB", "10GB", "4096").
+type Size int64
+
+// UnmarshalYAML parses a size with an optional unit: B, kB/KB, MB, GB, TB
+// (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024).
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New("want a size such as \"64MiB\"")
+	}
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		return err
+	}
+	*s = Size(v)
+	return nil
+}
+
+// ParseSize parses "64MiB", "1.5GB", "4096" into bytes.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
+	}
+	num, unit := strings.TrimSpace(t[:i]), strings.TrimSpace(t[i:])
+	mult := map[string]float64{
+		"": 1, "B": 1,
+		"kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+	}[unit]
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || mult == 0 || f < 0 {
+		return 0, fmt.Errorf("invalid size %q (want e.g. \"64MiB\", \"10GB\")", s)
+	}
+	return int64(f * mult), nil
+}
+
+// Defaults of the fields whose zero value means "the default".
+const (
+	DefaultListen       = "127.0.0.1:8080"
+	DefaultMaxEntries   = 100000
+	DefaultTTL          = 60 * time.Second
+	DefaultNegativeTTL  = 5 * time.Second
+	DefaultInterval     = 5 * time.Second
+	DefaultProbeTimeout = 2 * time.Second
+	DefaultFailAfter    = 2
+	DefaultErrorLimit   = 5
+	DefaultRecoverAfter = 2
+	DefaultFuzzKM       = 100
+	DefaultFuzzLatency  = 5 * time.Millisecond
+	DefaultMaxHops      = 3
+	DefaultRetryAfter   = 10 * time.Second
+)
+
+// Load reads, parses, fills defaults and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s:\n%w", path, err)
+	}
+	return c, nil
+}
+
+// Parse parses a config from YAML text, fills defaults and validates it.
+// The error joins every problem found, each a *FieldError.
+func Parse(data []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err // yaml syntax errors carry their line already
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, &FieldError{Msg: "empty config"}
+	}
+	c := &Config{}
+	d := &decoder{lines: map[string]int{}}
+	d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), "")
+	c.lines = d.lines
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SetDefaults fills every zero field that has a default. It is idempotent.
+func (c *Config) SetDefaults() {
+	if c.Federation == nil {
+		return
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	f := c.Federation
+	if f.Mode == "" {
+		f.Mode = "redirect"
+	}
+	if f.Placement == "" {
+		f.Placement = "priority"
+	}
+	if f.FuzzKM == 0 {
+		f.FuzzKM = DefaultFuzzKM
+	}
+	if f.FuzzLatency == 0 {
+		f.FuzzLatency = Duration(DefaultFuzzLatency)
+	}
+	if f.MaxHops == 0 {
+		f.MaxHops = DefaultMaxHops
+	}
+	if f.RetryAfter == 0 {
+		f.RetryAfter = Duration(DefaultRetryAfter)
+	}
+	mc := &f.MetadataCache
+	if mc.MaxEntries == 0 {
+		mc.MaxEntries = DefaultMaxEntries
+	}
+	if mc.TTL == 0 {
+		mc.TTL = Duration(DefaultTTL)
+	}
+	if mc.NegativeTTL == 0 {
+		mc.NegativeTTL = Duration(DefaultNegativeTTL)
+	}
+	h := &f.Health
+	if h.Interval == 0 {
+		h.Interval = Duration(DefaultInterval)
+	}
+	if h.Timeout == 0 {
+		h.Timeout = Duration(DefaultProbeTimeout)
+	}
+	if h.FailAfter == 0 {
+		h.FailAfter = DefaultFailAfter
+	}
+	if h.ErrorLimit == 0 {
+		h.ErrorLimit = DefaultErrorLimit
+	}
+	if h.RecoverAfter == 0 {
+		h.RecoverAfter = DefaultRecoverAfter
+	}
+	for i := range f.Endpoints {
+		e := &f.Endpoints[i]
+		if e.Prefix == "" {
+			e.Prefix = "/"
+		}
+		if e.Path == "" {
+			e.Path = "/"
+		}
+		if e.Priority == 0 {
+			e.Priority = 1
+		}
+	}
+}
+
+// validator collects problems with their paths.
+type validator struct {
+	lines map[string]int
+	errs  []error
+}
+
+func (v *validator) errorf(path, format string, a ...any) {
+	v.errs = append(v.errs, &FieldError{Line: v.line(path), Path: path, Msg: fmt.Sprintf(format, a...)})
+}
+
+// line finds the line of path, or of its nearest parent that has one
+// (a missing field is reported at its enclosing item).
+func (v *validator) line(path string) int {
+	for p := path; p != ""; {
+		if l, ok := v.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
+}
+
+// Validate checks every field and returns every problem, joined, each a
+// *FieldError naming its field (and line, when c came from a file). It
+// expects SetDefaults to have run.
+func (c *Config) Validate() error {
+	v := &validator{lines: c.lines}
+	if len(c.Storage) == 0 && c.Federation == nil {
+		v.errorf("", "no role configured: give a storage list or a federation section")
+	}
+	listens := map[string]string{}
+	checkListen := func(path, addr string) {
+		if addr == "" {
+			v.errorf(path, "missing (want host:port)")
+			return
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			v.errorf(path, "want host:port, got %q", addr)
+			return
+		}
+		if other, dup := listens[addr]; dup {
+			v.errorf(path, "%s is also used by %s", addr, other)
+		}
+		listens[addr] = path
+	}
+	if c.Federation != nil {
+		checkListen("listen", c.Listen)
+	}
+	for i, s := range c.Storage {
+		p := fmt.Sprintf("storage[%d]", i)
+		checkListen(p+".listen", s.Listen)
+		if s.Root == "" {
+			v.errorf(p+".root", "missing (the directory to serve)")
+		}
+		if (s.TLSCert == "") != (s.TLSKey == "") {
+			v.errorf(p+".tls_cert", "tls_cert and tls_key go together")
+		}
+	}
+	if c.Federation != nil {
+		c.Federation.validate(v, "federation")
+	}
+	return errors.Join(v.errs...)
+}
+
+func (f *Federation) validate(v *validator, path string) {
+	oneOf := func(p, val string, allowed ...string) {
+		for _, a := range allowed {
+			if val == a {
+				return
+			}
+		}
+		v.errorf(p, "%q is not one of %s", val, strings.Join(allowed, ", "))
+	}
+	oneOf(path+".mode", f.Mode, "redirect", "proxy")
+	oneOf(path+".placement", f.Placement, "priority", "spread")
+	for i, cn := range f.ClientNetworks {
+		p := fmt.Sprintf("%s.client_networks[%d]", path, i)
+		if len(cn.Networks) == 0 {
+			v.errorf(p+".networks", "missing (a list of CIDR prefixes)")
+		}
+		for j, n := range cn.Networks {
+			if _, err := netip.ParsePrefix(n); err != nil {
+				v.errorf(fmt.Sprintf("%s.networks[%d]", p, j), "%q is not a CIDR prefix", n)
+			}
+		}
+		if !cn.Location.Known() {
+			v.errorf(p+".location", "missing (want [latitude, longitude])")
+		}
+		validLocation(v, p+".location", cn.Location)
+	}
+	if f.MaxHops < 1 {
+		v.errorf(path+".max_hops", "must be at least 1")
+	}
+	if f.RetryAfter < 0 {
+		v.errorf(path+".retry_after", "must not be negative")
+	}
+	if f.FuzzLatency < 0 {
+		v.errorf(path+".fuzz_latency", "must not be negative")
+	}
+	mc := f.MetadataCache
+	if mc.MaxEntries < 1 {
+		v.errorf(path+".metadata_cache.max_entries", "must be at least 1")
+	}
+	if mc.TTL < 0 {
+		v.errorf(path+".metadata_cache.ttl", "must not be negative")
+	}
+	if mc.NegativeTTL < 0 {
+		v.errorf(path+".metadata_cache.negative_ttl", "must not be negative")
+	}
+	h := f.Health
+	if h.Interval <= 0 {
+		v.errorf(path+".health.interval", "must be positive")
+	}
+	if h.Timeout <= 0 {
+		v.errorf(path+".health.timeout", "must be positive")
+	}
+	for name, n := range map[string]int{"fail_after": h.FailAfter, "error_limit": h.ErrorLimit, "recover_after": h.RecoverAfter} {
+		if n < 1 {
+			v.errorf(path+".health."+name, "must be at least 1")
+		}
+	}
+	if len(f.Endpoints) == 0 {
+		v.errorf(path+".endpoints", "missing (at least one endpoint)")
+	}
+	names := map[string]int{}
+	for i := range f.Endpoints {
+		p := fmt.Sprintf("%s.endpoints[%d]", path, i)
+		e := &f.Endpoints[i]
+		if j, dup := names[e.Name]; dup && e.Name != "" {
+			v.errorf(p+".name", "%q is also the name of endpoints[%d]", e.Name, j)
+		}
+		names[e.Name] = i
+		e.validate(v, p)
+	}
+}
+
+// Schemes endpoints may use. s3 and root are accepted here; whether the
+// kind exists in this build is the constructor's business.
+var schemes = []string{"file", "http", "https", "dav", "davs", "s3", "root", "roots", "lakefed", "lakefeds"}
+
+func (e *Endpoint) validate(v *validator, p string) {
+	switch {
+	case e.Name == "":
+		v.errorf(p+".name", "missing")
+	case !validName(e.Name):
+		v.errorf(p+".name", "%q: use letters, digits, '.', '_' and '-' only", e.Name)
+	}
+	if e.URL == "" {
+		v.errorf(p+".url", "missing")
+	} else if u, err := url.Parse(e.URL); err != nil {
+		v.errorf(p+".url", "%v", err)
+	} else {
+		known := false
+		for _, s := range schemes {
+			known = known || u.Scheme == s
+		}
+		switch {
+		case !known:
+			v.errorf(p+".url", "scheme %q is not one of %s", u.Scheme, strings.Join(schemes, ", "))
+		case u.Scheme != "file" && u.Host == "":
+			v.errorf(p+".url", "%q has no host", e.URL)
+		case e.Kind == "upstream" && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "lakefed" && u.Scheme != "lakefeds":
+			v.errorf(p+".url", "an upstream federator needs an http(s):// or lakefed(s):// URL")
+		}
+	}
+	if e.Kind != "" && e.Kind != "upstream" {
+		v.errorf(p+".kind", "%q is not \"upstream\" (leave it out to choose by the URL)", e.Kind)
+	}
+	for _, f := range []struct{ name, val string }{{"prefix", e.Prefix}, {"path", e.Path}} {
+		if c, err := httpx.CleanPath(f.val); err != nil {
+			v.errorf(p+"."+f.name, "%v", err)
+		} else if c != f.val {
+			v.errorf(p+"."+f.name, "%q is not clean (did you mean %q?)", f.val, c)
+		}
+	}
+	if e.Priority < 0 {
+		v.errorf(p+".priority", "must not be negative")
+	}
+	if e.Mode != "" && e.Mode != "redirect" && e.Mode != "proxy" {
+		v.errorf(p+".mode", "%q is not one of redirect, proxy", e.Mode)
+	}
+	if e.Timeout < 0 {
+		v.errorf(p+".timeout", "must not be negative")
+	}
+	validLocation(v, p+".location", e.Location)
+}
+
+func validLocation(v *validator, p string, l Location) {
+	switch {
+	case len(l) == 0:
+	case len(l) != 2:
+		v.errorf(p, "want [latitude, longitude], got %d numbers", len(l))
+	case l[0] < -90 || l[0] > 90:
+		v.errorf(p, "latitude %v is outside [-90, 90]", l[0])
+	case l[1] < -180 || l[1] > 180:
+		v.errorf(p, "longitude %v is outside [-180, 180]", l[1])
+	}
+}
+
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// EffectiveMode returns the endpoint's mode: its own, else the
+// federation's.
+func (e *Endpoint) EffectiveMode(f *Federation) string {
+	if e.Mode != "" {
+		return e.Mode
+	}
+	return f.Mode
+}

@@ -1,0 +1,190 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `listen: 127.0.0.1:8080
+storage:
+  - listen: 127.0.0.1:9001
+    root: /srv/a
+federation:
+  mode: redirect
+  client_networks:
+    - networks: [10.0.0.0/8]
+      location: [46.2, 6.1]
+  health:
+    interval: 200ms
+  endpoints:
+    - name: site-a
+      url: http://127.0.0.1:9001/
+      location: [46.23, 6.05]
+      writable: true
+      timeout: 3s
+    - name: site-b
+      url: file:///srv/b
+      prefix: /atlas
+      path: /data
+      priority: 2
+      mode: proxy
+`
+
+func TestParseGood(t *testing.T) {
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	f := c.Federation
+	if got := len(f.Endpoints); got != 2 {
+		t.Fatalf("endpoints = %d, want 2", got)
+	}
+	a, b := f.Endpoints[0], f.Endpoints[1]
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"a.name", a.Name, "site-a"},
+		{"a.timeout", a.Timeout, 3 * time.Second},
+		{"a.prefix default", a.Prefix, "/"},
+		{"a.path default", a.Path, "/"},
+		{"a.priority default", a.Priority, 1},
+		{"a.writable", a.Writable, true},
+		{"a.location", a.Location.Known(), true},
+		{"b.prefix", b.Prefix, "/atlas"},
+		{"b.path", b.Path, "/data"},
+		{"b.priority", b.Priority, 2},
+		{"b.mode", b.EffectiveMode(f), "proxy"},
+		{"a.mode", a.EffectiveMode(f), "redirect"},
+		{"interval", f.Health.Interval.D(), 200 * time.Millisecond},
+		{"fail_after default", f.Health.FailAfter, DefaultFailAfter},
+		{"ttl default", f.MetadataCache.TTL.D(), DefaultTTL},
+		{"placement default", f.Placement, "priority"},
+		{"storage root", c.Storage[0].Root, "/srv/a"},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // each must appear in the error
+	}{
+		{"unknown top key", "listen: :1\nfederaton: {}\n", []string{"line 2: federaton: unknown field"}},
+		{"unknown endpoint key", `federation:
+  endpoints:
+    - name: a
+      url: http://h/
+    - name: b
+      url: http://h2/
+      priorty: 2
+`, []string{"line 7: federation.endpoints[1].priorty: unknown field"}},
+		{"missing url", `federation:
+  endpoints:
+    - name: a
+      url: http://h/
+    - name: b
+`, []string{"line 5: federation.endpoints[1].url: missing"}},
+		{"bad duration", `federation:
+  health:
+    interval: fast
+  endpoints: [{name: a, url: "http://h/"}]
+`, []string{"line 3: federation.health.interval: invalid duration \"fast\""}},
+		{"wrong type", `federation:
+  endpoints:
+    - name: a
+      url: http://h/
+      priority: high
+`, []string{"line 5: federation.endpoints[0].priority:"}},
+		{"several problems at once", `federation:
+  mode: fast
+  endpoints:
+    - name: a
+      url: gopher://h/
+      location: [100, 0]
+    - name: a
+      url: http://h/
+      prefix: atlas/
+`, []string{
+			"line 2: federation.mode: \"fast\" is not one of redirect, proxy",
+			"line 5: federation.endpoints[0].url: scheme \"gopher\"",
+			"line 6: federation.endpoints[0].location: latitude 100",
+			"line 7: federation.endpoints[1].name: \"a\" is also the name of endpoints[0]",
+			"line 9: federation.endpoints[1].prefix:",
+		}},
+		{"no role", "listen: 127.0.0.1:1\n", []string{"no role configured"}},
+		{"bad listen", "listen: nowhere\nfederation:\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 1: listen: want host:port"}},
+		{"mapping for scalar", "federation:\n  mode: {a: b}\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 2: federation.mode: want a single value"}},
+		{"bad upstream", "federation:\n  endpoints: [{name: a, url: 'file:///x', kind: upstream}]\n", []string{"federation.endpoints[0].url: an upstream federator needs"}},
+		{"unknown nested in storage", "storage:\n  - listen: 127.0.0.1:1\n    root: /x\n    rooot: /y\n", []string{"line 4: storage[0].rooot: unknown field"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("Parse succeeded, want errors %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Parse error =\n%v\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestFieldErrorsAreTyped(t *testing.T) {
+	_, err := Parse([]byte("federation:\n  endpoints:\n    - name: a\n"))
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("Parse error %v is not a *FieldError", err)
+	}
+	if fe.Line != 3 || fe.Path != "federation.endpoints[0].url" {
+		t.Errorf("FieldError = %+v, want line 3 at federation.endpoints[0].url", fe)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "none.yaml")); err == nil {
+		t.Fatal("Load(missing file) succeeded")
+	}
+}
+
+func TestExampleFile(t *testing.T) {
+	if _, err := Load("../../examples/federation.yaml"); err != nil {
+		t.Fatalf("examples/federation.yaml: %v", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"4096", 4096, true}, {"64MiB", 64 << 20, true}, {"10GB", 10e9, true},
+		{"1.5KiB", 1536, true}, {"12 parsecs", 0, false}, {"-1", 0, false}, {"", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}

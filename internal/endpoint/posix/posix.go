@@ -1,0 +1,485 @@
+// Package posix is the endpoint kind for a local directory (file:///abs/dir):
+// a site's own disk, a mounted parallel file system (Lustre, CephFS, EOS
+// FUSE), or a test's temporary directory.
+//
+// The endpoint never leaves its root: every path is resolved with its
+// symlinks followed, and one that lands outside the root is refused
+// (ErrRefused). Writes go to a hidden temporary file beside the target
+// that is fsynced and renamed, so a reader never sees half a file.
+//
+//	ep, err := posix.New(ctx, endpoint.Config{Name: "disk", URL: "file:///data/atlas"}, log)
+//	info, err := ep.Stat(ctx, "/f.root")
+//	rc, err := ep.Open(ctx, "/f.root", 0, -1)
+//	err = ep.Put(ctx, "/new/g.root", r, size)
+//	sum, err := ep.Checksum(ctx, "/f.root", "adler32")
+package posix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// TempPrefix starts the name of every temporary upload file. It is the
+// prefix the storage role uses too, so either of them serving the same
+// directory hides the other's uploads in progress from listings.
+const TempPrefix = ".lakefed-upload-"
+
+// copyBufSize is the buffer for Put and Checksum: large enough that big
+// files move in few system calls.
+const copyBufSize = 1 << 20
+
+// Endpoint is a local directory. It is safe for concurrent use.
+type Endpoint struct {
+	name string
+	root string // absolute, symlinks resolved
+	log  *slog.Logger
+}
+
+var (
+	_ endpoint.Endpoint    = (*Endpoint)(nil)
+	_ endpoint.Checksummer = (*Endpoint)(nil)
+)
+
+// New returns the endpoint for cfg.URL, which must be file:///abs/dir naming
+// an existing directory. log nil means slog.Default().
+func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("posix: endpoint name is empty")
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("posix: endpoint %s: url: %w", cfg.Name, err)
+	}
+	if u.Scheme != "file" {
+		return nil, fmt.Errorf("posix: endpoint %s: url %q: scheme is not file", cfg.Name, cfg.URL)
+	}
+	if u.Host != "" && u.Host != "localhost" {
+		return nil, fmt.Errorf("posix: endpoint %s: url %q: host must be empty (file:///abs/dir)", cfg.Name, cfg.URL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("posix: endpoint %s: url %q: no query, fragment or user allowed", cfg.Name, cfg.URL)
+	}
+	dir := u.Path
+	if dir == "" || !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("posix: endpoint %s: url %q: directory must be absolute", cfg.Name, cfg.URL)
+	}
+	root, err := filepath.EvalSymlinks(filepath.Clean(dir))
+	if err != nil {
+		return nil, fmt.Errorf("posix: endpoint %s: root: %w", cfg.Name, err)
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("posix: endpoint %s: root: %w", cfg.Name, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("posix: endpoint %s: root %s is not a directory", cfg.Name, root)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Endpoint{name: cfg.Name, root: root, log: log.With("component", "endpoint", "endpoint", cfg.Name)}, nil
+}
+
+// Name returns the endpoint's name from the config.
+func (e *Endpoint) Name() string { return e.name }
+
+// Root returns the directory the endpoint serves, with symlinks resolved.
+func (e *Endpoint) Root() string { return e.root }
+
+// errEscape is the cause when a path resolves outside the root.
+var errEscape = errors.New("path leads outside the endpoint root")
+
+// resolve maps the endpoint path p to a host path inside the root with
+// every existing symlink on the way resolved. Components that do not exist
+// yet are kept as they are (a Put or Mkdir creates them). A path that
+// resolves outside the root gives errEscape.
+//
+// The check and the later use are two steps, so a symlink swapped in
+// between by someone with write access to the root could still win the
+// race; lakefed itself never creates symlinks.
+func (e *Endpoint) resolve(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") {
+		return "", errors.New("path is not clean and absolute")
+	}
+	if path.Clean(p) != p {
+		return "", errors.New("path is not clean")
+	}
+	full := filepath.Join(e.root, filepath.FromSlash(p))
+	cur, rest := full, ""
+	for {
+		r, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			if !e.within(r) {
+				return "", errEscape
+			}
+			if rest == "" {
+				return r, nil
+			}
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return "", err
+		}
+		if cur == e.root {
+			return "", err
+		}
+		// A dangling symlink as the last existing component: stay on the
+		// link itself (os.Stat of it reports not found; rename replaces it).
+		if fi, lerr := os.Lstat(cur); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			if rest != "" {
+				return "", err
+			}
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = filepath.Dir(cur)
+	}
+}
+
+// within reports whether the resolved host path r is the root or below it.
+func (e *Endpoint) within(r string) bool {
+	return r == e.root || strings.HasPrefix(r, e.root+string(filepath.Separator))
+}
+
+// wrap turns an OS error into the endpoint's classes:
+// not there → ErrNotFound; permission, escape, wrong type → ErrRefused;
+// anything else (I/O errors, disk full) → ErrUnavailable.
+func wrap(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var class error
+	switch {
+	case errors.Is(err, endpoint.ErrNotFound), errors.Is(err, endpoint.ErrRefused),
+		errors.Is(err, endpoint.ErrUnavailable):
+		return fmt.Errorf("posix: %s %q: %w", op, p, err)
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		class = endpoint.ErrNotFound
+	case errors.Is(err, fs.ErrExist):
+		class = endpoint.ErrExist
+	case errors.Is(err, errEscape), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR),
+		errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.ENAMETOOLONG),
+		errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EINVAL):
+		class = endpoint.ErrRefused
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		class = endpoint.ErrUnavailable
+	default:
+		class = endpoint.ErrUnavailable
+	}
+	return fmt.Errorf("posix: %s %q: %w: %w", op, p, class, err)
+}
+
+func infoOf(p string, fi fs.FileInfo) endpoint.Info {
+	name := path.Base(p)
+	size := fi.Size()
+	if fi.IsDir() {
+		size = 0
+	}
+	return endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir()}
+}
+
+// Stat describes path. Checksums holds those the storage role cached in
+// extended attributes, when they still match the file (see cachedSums).
+func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return endpoint.Info{}, wrap("stat", p, err)
+	}
+	r, err := e.resolve(p)
+	if err != nil {
+		return endpoint.Info{}, wrap("stat", p, err)
+	}
+	fi, err := os.Stat(r)
+	if err != nil {
+		return endpoint.Info{}, wrap("stat", p, err)
+	}
+	in := infoOf(p, fi)
+	in.Checksums = cachedSums(r, fi)
+	return in, nil
+}
+
+// List returns the entries of dir. Symlinks are followed when they stay in
+// the root and skipped otherwise (escaping or dangling), and temporary
+// upload files are hidden.
+func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrap("list", dir, err)
+	}
+	r, err := e.resolve(dir)
+	if err != nil {
+		return nil, wrap("list", dir, err)
+	}
+	fi, err := os.Stat(r)
+	if err != nil {
+		return nil, wrap("list", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("posix: list %q: %w: not a directory", dir, endpoint.ErrRefused)
+	}
+	ents, err := os.ReadDir(r)
+	if err != nil {
+		return nil, wrap("list", dir, err)
+	}
+	out := make([]endpoint.Info, 0, len(ents))
+	for _, de := range ents {
+		if strings.HasPrefix(de.Name(), TempPrefix) {
+			continue
+		}
+		child := path.Join(dir, de.Name())
+		var cfi fs.FileInfo
+		if de.Type()&fs.ModeSymlink != 0 {
+			cr, err := e.resolve(child)
+			if err != nil {
+				continue
+			}
+			if cfi, err = os.Stat(cr); err != nil {
+				continue
+			}
+		} else if cfi, err = de.Info(); err != nil {
+			continue // removed since ReadDir
+		}
+		out = append(out, infoOf(child, cfi))
+	}
+	return out, nil
+}
+
+// Open reads n bytes of path from off (n < 0: to the end). off equal to the
+// size gives an empty reader; off beyond it wraps ErrRefused. A range that
+// runs past the end is cut at the end, like io.ReaderAt at EOF.
+func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrap("open", p, err)
+	}
+	if off < 0 {
+		return nil, fmt.Errorf("posix: open %q: %w: negative offset", p, endpoint.ErrRefused)
+	}
+	r, err := e.resolve(p)
+	if err != nil {
+		return nil, wrap("open", p, err)
+	}
+	f, err := os.Open(r)
+	if err != nil {
+		return nil, wrap("open", p, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, wrap("open", p, err)
+	}
+	if fi.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("posix: open %q: %w: is a directory", p, endpoint.ErrRefused)
+	}
+	if off > fi.Size() {
+		f.Close()
+		return nil, fmt.Errorf("posix: open %q: %w: offset %d beyond size %d", p, endpoint.ErrRefused, off, fi.Size())
+	}
+	if n < 0 || off+n > fi.Size() {
+		n = fi.Size() - off
+	}
+	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p}, nil
+}
+
+// file is an open range of a local file.
+type file struct {
+	f  *os.File
+	sr *io.SectionReader
+	p  string
+}
+
+func (f *file) Read(b []byte) (int, error) {
+	n, err := f.sr.Read(b)
+	if err != nil && err != io.EOF {
+		err = wrap("read", f.p, err)
+	}
+	return n, err
+}
+
+func (f *file) Close() error { return f.f.Close() }
+
+// ctxReader stops a copy when ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
+}
+
+// Put stores r as path through a hidden temporary file in the target's
+// directory: written, fsynced, renamed over the target, then the directory
+// is fsynced. Missing parents are created. With size ≥ 0, a reader that
+// gives fewer or more bytes fails the Put (ErrRefused) and nothing changes.
+func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) error {
+	if p == "/" {
+		return fmt.Errorf("posix: put %q: %w: is the root", p, endpoint.ErrRefused)
+	}
+	target, err := e.resolve(p)
+	if err != nil {
+		return wrap("put", p, err)
+	}
+	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
+		return fmt.Errorf("posix: put %q: %w: is a directory", p, endpoint.ErrRefused)
+	}
+	dir := filepath.Dir(target)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return wrap("put", p, err)
+	}
+	tmp, err := os.CreateTemp(dir, TempPrefix+"*")
+	if err != nil {
+		return wrap("put", p, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	src := io.Reader(ctxReader{ctx, r})
+	if size >= 0 {
+		src = io.LimitReader(src, size+1)
+	}
+	written, err := io.CopyBuffer(tmp, src, make([]byte, copyBufSize))
+	if err != nil {
+		if ctx.Err() != nil {
+			return wrap("put", p, ctx.Err())
+		}
+		return fmt.Errorf("posix: put %q: %w: reading source: %w", p, endpoint.ErrRefused, err)
+	}
+	if size >= 0 && written != size {
+		return fmt.Errorf("posix: put %q: %w: source gave %d bytes, want %d", p, endpoint.ErrRefused, written, size)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return wrap("put", p, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return wrap("put", p, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return wrap("put", p, err)
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		os.Remove(tmp.Name())
+		done = true
+		return wrap("put", p, err)
+	}
+	done = true
+	if d, err := os.Open(dir); err == nil {
+		// Make the rename durable. An error here leaves a complete file
+		// that may not survive a crash; report it.
+		serr := d.Sync()
+		d.Close()
+		if serr != nil {
+			return wrap("put", p, serr)
+		}
+	}
+	return nil
+}
+
+// Delete removes the file or empty directory path. A symlink is removed
+// itself, not its target. The root cannot be deleted (ErrRefused).
+func (e *Endpoint) Delete(ctx context.Context, p string) error {
+	if err := ctx.Err(); err != nil {
+		return wrap("delete", p, err)
+	}
+	if p == "/" {
+		return fmt.Errorf("posix: delete %q: %w: is the root", p, endpoint.ErrRefused)
+	}
+	parent, err := e.resolve(path.Dir(p))
+	if err != nil {
+		return wrap("delete", p, err)
+	}
+	target := filepath.Join(parent, path.Base(p))
+	if _, err := os.Lstat(target); err != nil {
+		return wrap("delete", p, err)
+	}
+	if err := os.Remove(target); err != nil {
+		if errors.Is(err, syscall.EEXIST) {
+			err = syscall.ENOTEMPTY // some systems say EEXIST for a full directory
+		}
+		return wrap("delete", p, err)
+	}
+	return nil
+}
+
+// Mkdir creates path and its missing parents. An existing directory is
+// fine; an existing file wraps ErrExist.
+func (e *Endpoint) Mkdir(ctx context.Context, p string) error {
+	if err := ctx.Err(); err != nil {
+		return wrap("mkdir", p, err)
+	}
+	r, err := e.resolve(p)
+	if err != nil {
+		return wrap("mkdir", p, err)
+	}
+	if err := os.MkdirAll(r, 0o755); err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			err = fs.ErrExist // a file is in the way
+		}
+		return wrap("mkdir", p, err)
+	}
+	if fi, err := os.Stat(r); err != nil {
+		return wrap("mkdir", p, err)
+	} else if !fi.IsDir() {
+		return wrap("mkdir", p, fs.ErrExist)
+	}
+	return nil
+}
+
+// Probe checks that the root is still a directory we can stat (a lost
+// mount or a dead NFS server shows here).
+func (e *Endpoint) Probe(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("posix: probe: %w: %w", endpoint.ErrUnavailable, err)
+	}
+	fi, err := os.Stat(e.root)
+	if err != nil {
+		return fmt.Errorf("posix: probe: %w: %w", endpoint.ErrUnavailable, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("posix: probe: %w: root is not a directory", endpoint.ErrUnavailable)
+	}
+	return nil
+}
+
+// Checksum returns path's adler32, md5 or crc32c in the form
+// endpoint.Info.Checksums documents: the value the storage role cached in
+// an extended attribute when it still matches the file, else by reading
+// the file once. Other algorithms wrap ErrUnsupported.
+func (e *Endpoint) Checksum(ctx context.Context, p, algo string) (string, error) {
+	h := httpx.NewHash(algo)
+	if h == nil {
+		return "", fmt.Errorf("posix: checksum %q: %s: %w", p, algo, endpoint.ErrUnsupported)
+	}
+	rc, err := e.Open(ctx, p, 0, -1)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	f := rc.(*file).f
+	if fi, err := f.Stat(); err == nil {
+		if v, ok := cachedSums(f.Name(), fi)[algo]; ok {
+			return v, nil
+		}
+	}
+	if _, err := io.CopyBuffer(h, ctxReader{ctx, rc}, make([]byte, copyBufSize)); err != nil {
+		return "", wrap("checksum", p, err)
+	}
+	return httpx.SumString(h), nil
+}

@@ -1,0 +1,67 @@
+package federation
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+)
+
+// discard is a reusable ResponseWriter that keeps nothing, so the
+// benchmark measures the federator, not a recorder.
+type discard struct {
+	h    http.Header
+	code int
+}
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(code int)        { d.code = code }
+
+// BenchmarkRedirectWarm is the hot path: GET of a known file (warm
+// metadata, three replicas, proximity ranking on) answered with a 302 and
+// Link headers. Run with -cpu 1,2 and -benchmem; profile with -cpuprofile.
+func BenchmarkRedirectWarm(b *testing.B) {
+	benchWarm(b, http.MethodGet, http.StatusFound)
+}
+
+// BenchmarkHeadWarm is the stat path: HEAD answered from metadata.
+func BenchmarkHeadWarm(b *testing.B) {
+	benchWarm(b, http.MethodHead, http.StatusOK)
+}
+
+func benchWarm(b *testing.B, method string, want int) {
+	fakes := []*fakeEP{newFake("site-a", true), newFake("site-b", true), newFake("site-c", true)}
+	const files = 1000
+	paths := make([]string, files)
+	for i := range paths {
+		paths[i] = "/atlas/data/run" + strconv.Itoa(i) + "/f.root"
+		for _, f := range fakes {
+			f.put(paths[i], []byte("0123456789"))
+		}
+	}
+	nets := "client_networks: [{networks: [10.0.0.0/8], location: [46.2, 6.1]}]"
+	tf := startFed(b, cfgYAML(slowHealth+"\n"+nets,
+		ep("site-a", "location: [46.23, 6.05]"), ep("site-b", "location: [41.85, -88.27]"), ep("site-c", "location: [51.5, -0.1]")), fakes...)
+	h := tf.Handler()
+	reqs := make([]*http.Request, files)
+	for i, p := range paths {
+		reqs[i], _ = http.NewRequest(method, "http://fed"+p, nil)
+		reqs[i].RemoteAddr = "10.1.2.3:40000"
+		w := &discard{h: http.Header{}}
+		h.ServeHTTP(w, reqs[i]) // warm the cache
+		if w.code != want {
+			b.Fatalf("%s %s = %d, want %d", method, p, w.code, want)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := &discard{h: make(http.Header, 8)}
+		i := 0
+		for pb.Next() {
+			clear(w.h)
+			h.ServeHTTP(w, reqs[i%files])
+			i++
+		}
+	})
+}

@@ -1,0 +1,336 @@
+package federation
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// fakeEP is an in-memory endpoint that counts calls and injects failures.
+type fakeEP struct {
+	name     string
+	redirect bool // implements Redirecter (via fakeRedirecter)
+
+	mu    sync.Mutex
+	files map[string][]byte // endpoint path → content
+	dirs  map[string]bool
+
+	stats, opens, probes, puts, deletes atomic.Int64
+	down                                atomic.Bool  // every call: ErrUnavailable
+	hang                                atomic.Bool  // every call waits for ctx
+	statErr                             atomic.Value // error injected into Stat
+	failAfter                           atomic.Int64 // >0: readers fail after this many bytes
+	gate                                atomic.Pointer[chan struct{}]
+	openGate                            atomic.Pointer[chan struct{}]
+}
+
+type fakeRedirecter struct{ *fakeEP }
+
+func (f fakeRedirecter) RedirectURL(ctx context.Context, p string, op endpoint.Op) (*url.URL, error) {
+	return url.Parse("http://" + f.name + ".example" + p)
+}
+
+func newFake(name string, redirect bool) *fakeEP {
+	return &fakeEP{name: name, redirect: redirect, files: map[string][]byte{}, dirs: map[string]bool{"/": true}}
+}
+
+// asEndpoint returns the fake as the federator should see it.
+func (f *fakeEP) asEndpoint() endpoint.Endpoint {
+	if f.redirect {
+		return fakeRedirecter{f}
+	}
+	return f
+}
+
+func (f *fakeEP) put(p string, data []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.files[p] = data
+	for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+		f.dirs[d] = true
+	}
+}
+
+func (f *fakeEP) get(p string) ([]byte, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.files[p]
+	return d, ok
+}
+
+func (f *fakeEP) check(ctx context.Context) error {
+	if f.hang.Load() {
+		<-ctx.Done()
+		return fmt.Errorf("fake %s: %w: %w", f.name, ctx.Err(), endpoint.ErrUnavailable)
+	}
+	if f.down.Load() {
+		return fmt.Errorf("fake %s: connection refused: %w", f.name, endpoint.ErrUnavailable)
+	}
+	return nil
+}
+
+func (f *fakeEP) Name() string { return f.name }
+
+func (f *fakeEP) Stat(ctx context.Context, p string) (endpoint.Info, error) {
+	f.stats.Add(1)
+	if g := f.gate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+		}
+	}
+	if err := f.check(ctx); err != nil {
+		return endpoint.Info{}, err
+	}
+	if err, _ := f.statErr.Load().(error); err != nil {
+		return endpoint.Info{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.files[p]; ok {
+		sums, _, _ := httpx.Sums(bytes.NewReader(d), httpx.Adler32)
+		return endpoint.Info{Name: path.Base(p), Size: int64(len(d)), ModTime: time.Unix(1700000000, 0),
+			ETag: fmt.Sprintf("%x", len(d)), Checksums: sums}, nil
+	}
+	if f.dirs[p] {
+		return endpoint.Info{Name: path.Base(p), IsDir: true}, nil
+	}
+	return endpoint.Info{}, fmt.Errorf("fake %s: stat %q: %w", f.name, p, endpoint.ErrNotFound)
+}
+
+func (f *fakeEP) List(ctx context.Context, dir string) ([]endpoint.Info, error) {
+	if err := f.check(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.dirs[dir] {
+		return nil, fmt.Errorf("fake %s: list %q: %w", f.name, dir, endpoint.ErrNotFound)
+	}
+	var out []endpoint.Info
+	for p, d := range f.files {
+		if path.Dir(p) == dir {
+			out = append(out, endpoint.Info{Name: path.Base(p), Size: int64(len(d))})
+		}
+	}
+	for p := range f.dirs {
+		if p != "/" && path.Dir(p) == dir {
+			out = append(out, endpoint.Info{Name: path.Base(p), IsDir: true})
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+	f.opens.Add(1)
+	if g := f.openGate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+		}
+	}
+	if err := f.check(ctx); err != nil {
+		return nil, err
+	}
+	d, ok := f.get(p)
+	if !ok {
+		return nil, fmt.Errorf("fake %s: open %q: %w", f.name, p, endpoint.ErrNotFound)
+	}
+	if off > int64(len(d)) {
+		return nil, fmt.Errorf("fake %s: offset past end: %w", f.name, endpoint.ErrRefused)
+	}
+	d = d[off:]
+	if n >= 0 && n < int64(len(d)) {
+		d = d[:n]
+	}
+	var r io.Reader = bytes.NewReader(d)
+	if fa := f.failAfter.Load(); fa > 0 {
+		// The byte budget counts from the file's start: a failover that
+		// comes back here past it fails at once.
+		left := max(0, fa-off)
+		r = io.MultiReader(io.LimitReader(r, left), errReader{fmt.Errorf("fake %s: connection reset: %w", f.name, endpoint.ErrUnavailable)})
+	}
+	return io.NopCloser(r), nil
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func (f *fakeEP) Put(ctx context.Context, p string, r io.Reader, size int64) error {
+	f.puts.Add(1)
+	if err := f.check(ctx); err != nil {
+		return err
+	}
+	d, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("fake: %w: %w", err, endpoint.ErrUnavailable)
+	}
+	f.put(p, d)
+	return nil
+}
+
+func (f *fakeEP) Delete(ctx context.Context, p string) error {
+	f.deletes.Add(1)
+	if err := f.check(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.files[p]; !ok {
+		return fmt.Errorf("fake %s: delete %q: %w", f.name, p, endpoint.ErrNotFound)
+	}
+	delete(f.files, p)
+	return nil
+}
+
+func (f *fakeEP) Mkdir(ctx context.Context, p string) error {
+	if err := f.check(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for d := p; d != "/"; d = path.Dir(d) {
+		f.dirs[d] = true
+	}
+	return nil
+}
+
+func (f *fakeEP) Probe(ctx context.Context) error {
+	f.probes.Add(1)
+	return f.check(ctx)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// testFed is a federator over fakes behind an httptest server.
+type testFed struct {
+	*Federator
+	srv   *httptest.Server
+	fakes map[string]*fakeEP
+}
+
+// startFed parses yamlText (a federation: section body is not enough; give
+// the whole file), builds fakes by endpoint name and serves the federator.
+func startFed(t testing.TB, yamlText string, fakes ...*fakeEP) *testFed {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yamlText))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	byName := map[string]*fakeEP{}
+	for _, f := range fakes {
+		byName[f.name] = f
+	}
+	newEP := func(ctx context.Context, ec config.Endpoint, log *slog.Logger) (endpoint.Endpoint, error) {
+		f, ok := byName[ec.Name]
+		if !ok {
+			return DefaultNewEndpoint(ctx, ec, log)
+		}
+		return f.asEndpoint(), nil
+	}
+	fed, err := New(t.Context(), *cfg.Federation, Options{Log: quiet(), NewEndpoint: newEP})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	srv := httptest.NewServer(fed.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		fed.Close()
+	})
+	return &testFed{Federator: fed, srv: srv, fakes: byName}
+}
+
+// noFollow is a client that shows redirects instead of following them.
+var noFollow = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Timeout:       30 * time.Second,
+}
+
+func (tf *testFed) do(t *testing.T, method, p string, hdr http.Header, body io.Reader) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, tf.srv.URL+p, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, p, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, p, err)
+	}
+	return resp, string(b)
+}
+
+// eventually polls cond every 10ms until it holds or within passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (tf *testFed) state(name string) string {
+	for _, e := range tf.Endpoints() {
+		if e.Name == name {
+			return e.State
+		}
+	}
+	return "absent"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cfgYAML builds a config with the given federation lines and endpoints
+// (name, extra lines). Probes are slow unless the caller sets health.
+func cfgYAML(fedLines string, eps ...string) string {
+	var b strings.Builder
+	b.WriteString("listen: 127.0.0.1:0\nfederation:\n")
+	for _, l := range strings.Split(strings.TrimSpace(fedLines), "\n") {
+		if l != "" {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	b.WriteString("  endpoints:\n")
+	for _, e := range eps {
+		lines := strings.Split(strings.TrimSpace(e), "\n")
+		b.WriteString("    - " + lines[0] + "\n")
+		for _, l := range lines[1:] {
+			b.WriteString("      " + strings.TrimSpace(l) + "\n")
+		}
+	}
+	return b.String()
+}

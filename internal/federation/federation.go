@@ -1,0 +1,374 @@
+// Package federation is lakefed's federator: one namespace over many
+// storage endpoints. For each path it finds the replicas (a parallel Stat
+// fan-out, cached), ranks them (health, priority, proximity, latency, a
+// random spread among near-equals) and answers: a 302 to the best replica
+// with RFC 6249 Link headers for the others, a Metalink 4 document, HEAD
+// from metadata, or the bytes themselves (proxy mode) with failover to the
+// next replica at the same offset. It is what Dynafed and the XRootD
+// redirectors of CMS AAA do, with health in seconds, 404 told apart from
+// 503, and an endpoint list that reloads without a restart.
+//
+//	cfg, _ := config.Load("lakefed.yaml")
+//	fed, err := federation.New(ctx, *cfg.Federation, federation.Options{Log: log})
+//	defer fed.Close()
+//	srv := &http.Server{Addr: cfg.Listen, Handler: fed.Handler()}
+//	_ = fed.Reload(newCfg) // on SIGHUP: requests in flight keep the old endpoint set
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/oschwald/geoip2-golang/v2"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/endpoint/upstream"
+)
+
+// NewEndpointFunc builds one endpoint from its config.
+type NewEndpointFunc func(ctx context.Context, cfg config.Endpoint, log *slog.Logger) (endpoint.Endpoint, error)
+
+// Options are the parts of a federator that do not come from the config
+// file.
+type Options struct {
+	// Log receives state changes and errors. Nil: slog.Default().
+	Log *slog.Logger
+	// NewEndpoint builds endpoints. Nil: DefaultNewEndpoint (the kind table,
+	// plus upstream federators). Tests pass fakes.
+	NewEndpoint NewEndpointFunc
+	// Reload, when set, is called by POST /api/reload to get the new
+	// config (serve re-reads its file); the federator then applies it with
+	// Reload. Nil: /api/reload answers 501.
+	Reload func(ctx context.Context) (*config.Federation, error)
+}
+
+// Federator is the federator. Its methods and handler may be used
+// concurrently.
+type Federator struct {
+	log   *slog.Logger
+	opts  Options
+	ctx   context.Context // parent of every prober
+	stop  context.CancelFunc
+	snap  atomic.Pointer[snapshot]
+	epoch atomic.Uint64 // bumped on every endpoint state change
+	m     *metrics
+
+	mu sync.Mutex // serialises Reload and Close; guards probers and geo
+	// probers maps a member to the cancel of its probe loop.
+	probers map[*member]context.CancelFunc
+	wg      sync.WaitGroup
+	geo     map[string]*geoip2.Reader // opened databases, closed by Close
+	closed  bool
+	spread  atomic.Uint64 // round-robin counter for placement: spread
+}
+
+// snapshot is one immutable endpoint set with its cache. A request loads
+// it once and uses it to the end, so a reload never changes the ground
+// under a request in flight.
+type snapshot struct {
+	cfg       *config.Federation
+	members   []*member // config order
+	locals    []*member // non-upstream members
+	upstreams []*member
+	byName    map[string]*member
+	cache     *mdCache
+	flight    singleflight.Group
+	geo       *geoip2.Reader // nil: no GeoIP database
+	nets      []clientNet
+}
+
+// member is one endpoint in the federation, with its mapping and health.
+// Members whose config does not change survive reloads, health and all.
+type member struct {
+	cfg      config.Endpoint
+	name     string
+	ep       endpoint.Endpoint
+	url      string // the configured URL, for the API
+	prefix   string // logical prefix, clean
+	path     string // where prefix lives on the endpoint, clean
+	priority int
+	lat, lon float64
+	located  bool
+	proxy    bool // bytes go through the federator (mode proxy, or no Redirecter)
+	upstream bool
+	writable bool
+	h        health
+	mm       memberMetrics
+}
+
+// New builds a federator from cfg (defaults filled and validated: use
+// config.Load, or call SetDefaults and Validate on a Config) and starts its
+// health probes. They stop when ctx is cancelled or Close is called.
+func New(ctx context.Context, cfg config.Federation, opts Options) (*Federator, error) {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.NewEndpoint == nil {
+		opts.NewEndpoint = DefaultNewEndpoint
+	}
+	ctx, stop := context.WithCancel(ctx)
+	f := &Federator{
+		log:     opts.Log.With("component", "federation"),
+		opts:    opts,
+		ctx:     ctx,
+		stop:    stop,
+		m:       newMetrics(),
+		probers: map[*member]context.CancelFunc{},
+		geo:     map[string]*geoip2.Reader{},
+	}
+	if err := f.Reload(cfg); err != nil {
+		stop()
+		f.closeGeo()
+		return nil, err
+	}
+	return f, nil
+}
+
+// DefaultNewEndpoint builds endpoints with the kind table; an http(s) URL
+// marked "kind: upstream" is another lakefed federator.
+func DefaultNewEndpoint(ctx context.Context, cfg config.Endpoint, log *slog.Logger) (endpoint.Endpoint, error) {
+	if cfg.Kind == "upstream" {
+		return upstream.New(ctx, cfg.Config, log)
+	}
+	return kinds.New(ctx, cfg.Config, log)
+}
+
+func isUpstream(cfg config.Endpoint) bool {
+	return cfg.Kind == "upstream" || strings.HasPrefix(cfg.URL, "lakefed://") || strings.HasPrefix(cfg.URL, "lakefeds://")
+}
+
+// Reload applies a new config: endpoints whose config did not change keep
+// their connection and health; new ones are built and probed; removed ones
+// stop being probed. The swap is atomic: requests in flight finish with
+// the endpoint set they started with. The metadata cache starts empty.
+// On error nothing changes.
+func (f *Federator) Reload(cfg config.Federation) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return errors.New("federation: reload after close")
+	}
+	old := f.snap.Load()
+	s := &snapshot{cfg: &cfg, byName: map[string]*member{}}
+	reused := map[*member]bool{}
+	var fresh []*member
+	for _, ec := range cfg.Endpoints {
+		if old != nil {
+			if m, ok := old.byName[ec.Name]; ok && reflect.DeepEqual(m.cfg, ec) && m.proxy == wantProxy(&cfg, ec, m.ep) {
+				s.add(m)
+				reused[m] = true
+				continue
+			}
+		}
+		m, err := f.newMember(&cfg, ec)
+		if err != nil {
+			f.forgetFresh(old, fresh)
+			return err
+		}
+		fresh = append(fresh, m)
+		s.add(m)
+	}
+	var err error
+	if s.geo, err = f.openGeo(cfg.GeoIPDB); err != nil {
+		f.forgetFresh(old, fresh)
+		return err
+	}
+	if s.nets, err = parseNets(cfg.ClientNetworks); err != nil {
+		f.forgetFresh(old, fresh)
+		return err
+	}
+	s.cache = newCache(cfg.MetadataCache.MaxEntries)
+	f.snap.Store(s)
+	for _, m := range fresh {
+		pctx, cancel := context.WithCancel(f.ctx)
+		f.probers[m] = cancel
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.probeLoop(pctx, m)
+		}()
+	}
+	if old != nil {
+		for _, m := range old.members {
+			if !reused[m] {
+				f.probers[m]()
+				delete(f.probers, m)
+				if _, kept := s.byName[m.name]; !kept {
+					f.m.forget(m.name)
+				}
+			}
+		}
+		f.log.Info("endpoints reloaded", "endpoints", len(s.members), "new", len(fresh), "kept", len(reused))
+	}
+	return nil
+}
+
+// forgetFresh drops the metric series of members built by a reload that
+// failed, unless the running set has an endpoint of that name.
+func (f *Federator) forgetFresh(old *snapshot, fresh []*member) {
+	for _, m := range fresh {
+		if old == nil || old.byName[m.name] == nil {
+			f.m.forget(m.name)
+		} else {
+			old.byName[m.name].mm.up.Set(b2f(old.byName[m.name].h.Up()))
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *snapshot) add(m *member) {
+	s.members = append(s.members, m)
+	s.byName[m.name] = m
+	if m.upstream {
+		s.upstreams = append(s.upstreams, m)
+	} else {
+		s.locals = append(s.locals, m)
+	}
+}
+
+func wantProxy(f *config.Federation, ec config.Endpoint, ep endpoint.Endpoint) bool {
+	_, canRedirect := ep.(endpoint.Redirecter)
+	return ec.EffectiveMode(f) == "proxy" || !canRedirect
+}
+
+func (f *Federator) newMember(cfg *config.Federation, ec config.Endpoint) (*member, error) {
+	ep, err := f.opts.NewEndpoint(f.ctx, ec, f.log)
+	if err != nil {
+		return nil, fmt.Errorf("federation: endpoint %s: %w", ec.Name, err)
+	}
+	m := &member{
+		cfg:      ec,
+		name:     ec.Name,
+		ep:       ep,
+		url:      redactURL(ec.URL),
+		prefix:   ec.Prefix,
+		path:     ec.Path,
+		priority: ec.Priority,
+		upstream: isUpstream(ec),
+		writable: ec.Writable,
+		proxy:    wantProxy(cfg, ec, ep),
+	}
+	if m.prefix == "" {
+		m.prefix = "/"
+	}
+	if m.path == "" {
+		m.path = "/"
+	}
+	if m.priority == 0 {
+		m.priority = 1
+	}
+	if ec.Location.Known() {
+		m.lat, m.lon, m.located = ec.Location[0], ec.Location[1], true
+	}
+	m.h.up.Store(true)
+	m.mm = f.m.forMember(m.name)
+	m.mm.up.Set(1)
+	return m, nil
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+func (f *Federator) openGeo(path string) (*geoip2.Reader, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if r, ok := f.geo[path]; ok {
+		return r, nil
+	}
+	r, err := geoip2.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("federation: geoip_db: %w", err)
+	}
+	f.geo[path] = r
+	return r, nil
+}
+
+func (f *Federator) closeGeo() {
+	for p, r := range f.geo {
+		r.Close()
+		delete(f.geo, p)
+	}
+}
+
+// Close stops the health probes and waits for them. The handler must no
+// longer be serving (shut the http.Server down first).
+func (f *Federator) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	f.stop()
+	f.mu.Unlock()
+	f.wg.Wait()
+	f.mu.Lock()
+	f.closeGeo()
+	f.mu.Unlock()
+	return nil
+}
+
+// matches reports whether the logical path p is inside m's prefix.
+func (m *member) matches(p string) bool {
+	return m.prefix == "/" || p == m.prefix || (strings.HasPrefix(p, m.prefix) && p[len(m.prefix)] == '/')
+}
+
+// endpointPath maps a logical path inside m's prefix to the path on m.
+func (m *member) endpointPath(p string) string {
+	rest := p
+	if m.prefix != "/" {
+		rest = p[len(m.prefix):]
+		if rest == "" {
+			rest = "/"
+		}
+	}
+	if m.path == "/" {
+		return rest
+	}
+	if rest == "/" {
+		return m.path
+	}
+	return m.path + rest
+}
+
+// childOf returns the name of the entry directly inside dir that leads to
+// m's prefix, when m's prefix lies strictly below dir ("/atlas/data" below
+// "/" gives "atlas"); "" otherwise. These are the federation's virtual
+// directories.
+func (m *member) childOf(dir string) string {
+	if m.prefix == "/" || m.prefix == dir {
+		return ""
+	}
+	var rest string
+	if dir == "/" {
+		rest = m.prefix[1:]
+	} else if strings.HasPrefix(m.prefix, dir+"/") {
+		rest = m.prefix[len(dir)+1:]
+	} else {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
+}

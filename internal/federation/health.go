@@ -1,0 +1,155 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+)
+
+// health is one endpoint's state, all atomics: the redirect path reads it
+// on every request and must not lock.
+//
+// An endpoint goes down after FailAfter consecutive failed probes or
+// ErrorLimit consecutive request errors, and comes back after
+// RecoverAfter consecutive good probes (hysteresis: one lucky probe does
+// not bring back a flapping site).
+type health struct {
+	up         atomic.Bool
+	probeFails atomic.Int32 // consecutive failed probes (written by the prober only)
+	probeOKs   atomic.Int32 // consecutive good probes while down
+	reqErrs    atomic.Int32 // consecutive request errors
+	latency    atomic.Uint64
+	lastErr    atomic.Pointer[string]
+	lastChange atomic.Int64 // unix ns of the last up/down change
+	requests   atomic.Uint64
+	errors     atomic.Uint64
+}
+
+// Up reports whether the endpoint is usable.
+func (h *health) Up() bool { return h.up.Load() }
+
+// Latency returns the recent latency (an EWMA of probes and Stats).
+func (h *health) Latency() time.Duration {
+	return time.Duration(math.Float64frombits(h.latency.Load()))
+}
+
+// observe folds one latency sample into the EWMA (weight 0.3).
+func (h *health) observe(d time.Duration) {
+	for range 8 {
+		old := h.latency.Load()
+		v := math.Float64frombits(old)
+		if old == 0 {
+			v = float64(d)
+		} else {
+			v = 0.7*v + 0.3*float64(d)
+		}
+		if h.latency.CompareAndSwap(old, math.Float64bits(v)) {
+			return
+		}
+	}
+}
+
+func (h *health) setErr(err error) {
+	s := err.Error()
+	h.lastErr.Store(&s)
+}
+
+// setUp changes the state and reports whether it changed.
+func (f *Federator) setState(m *member, up bool, why string) {
+	if !m.h.up.CompareAndSwap(!up, up) {
+		return
+	}
+	m.h.lastChange.Store(time.Now().UnixNano())
+	f.epoch.Add(1)
+	if up {
+		m.h.reqErrs.Store(0)
+		m.mm.up.Set(1)
+		m.mm.ups.Inc()
+		f.log.Info("endpoint up", "endpoint", m.name, "reason", why)
+	} else {
+		m.h.probeOKs.Store(0)
+		m.mm.up.Set(0)
+		m.mm.downs.Inc()
+		f.log.Warn("endpoint down", "endpoint", m.name, "reason", why, "err", m.lastErr())
+	}
+}
+
+func (m *member) lastErr() string {
+	if p := m.h.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// requestResult is the passive health check: every answer of a real
+// request counts. Only ErrUnavailable counts as a failure: "not found" and
+// "refused" are answers, so the endpoint is alive.
+func (f *Federator) requestResult(s *snapshot, m *member, err error, d time.Duration) {
+	m.h.requests.Add(1)
+	if err == nil || !errors.Is(endpoint.Class(err), endpoint.ErrUnavailable) {
+		if m.h.reqErrs.Load() != 0 {
+			m.h.reqErrs.Store(0)
+		}
+		if d > 0 {
+			m.h.observe(d)
+		}
+		return
+	}
+	m.h.errors.Add(1)
+	m.h.setErr(err)
+	m.mm.errors.Inc()
+	if int(m.h.reqErrs.Add(1)) >= s.cfg.Health.ErrorLimit {
+		f.setState(m, false, "request errors")
+	}
+}
+
+// probeLoop probes m every interval until ctx ends. The settings are
+// re-read each round so that a reload changing them takes effect.
+func (f *Federator) probeLoop(ctx context.Context, m *member) {
+	for {
+		s := f.snap.Load()
+		hc := s.cfg.Health
+		f.probeOnce(ctx, s, m)
+		t := time.NewTimer(hc.Interval.D())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// probeOnce runs one probe. A probe slower than the health timeout failed
+// even if it answered: an endpoint that slow is no use to a client.
+func (f *Federator) probeOnce(ctx context.Context, s *snapshot, m *member) {
+	hc := s.cfg.Health
+	pctx, cancel := context.WithTimeout(ctx, hc.Timeout.D())
+	start := time.Now()
+	err := m.ep.Probe(pctx)
+	d := time.Since(start)
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down: not the endpoint's fault
+	}
+	if err == nil && d > hc.Timeout.D() {
+		err = errors.New("probe slower than the health timeout")
+	}
+	if err == nil {
+		m.h.observe(d)
+		m.h.probeFails.Store(0)
+		if !m.h.Up() && int(m.h.probeOKs.Add(1)) >= hc.RecoverAfter {
+			f.setState(m, true, "probes")
+		}
+		return
+	}
+	m.h.setErr(err)
+	m.h.probeOKs.Store(0)
+	if int(m.h.probeFails.Add(1)) >= hc.FailAfter {
+		f.setState(m, false, "probes")
+	}
+}

@@ -1,0 +1,284 @@
+package federation
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/upstream"
+)
+
+// answerKind is what one endpoint said about a path.
+type answerKind uint8
+
+const (
+	// ansFound: the endpoint has the path.
+	ansFound answerKind = iota
+	// ansNotFound: the endpoint answered that the path is not there.
+	ansNotFound
+	// ansUnavailable: the endpoint could not answer (error, timeout).
+	ansUnavailable
+	// ansRefused: the endpoint answered and refused (permission, ...).
+	ansRefused
+	// ansDown: the endpoint is marked down and was not asked.
+	ansDown
+	// ansHopLimit: an upstream not asked because the hop limit was reached.
+	ansHopLimit
+)
+
+func (k answerKind) String() string {
+	return [...]string{"found", "not found", "unavailable", "refused", "down, not asked", "not asked: hop limit reached"}[k]
+}
+
+// answer records one endpoint's answer, for 404/503 bodies and debugging.
+type answer struct {
+	m    *member
+	kind answerKind
+	err  string
+	dur  time.Duration
+}
+
+// replica is one copy of a path on one endpoint.
+type replica struct {
+	m    *member
+	path string // on the endpoint
+	info endpoint.Info
+	url  string // where to redirect readers; "" when the bytes must be proxied
+}
+
+// entry is a locate answer, as the metadata cache keeps it. It is
+// immutable once stored, except sums, which fills in lazily.
+type entry struct {
+	expires  int64 // unix ns
+	epoch    uint64
+	pending  bool // a write was sent here: not an answer, just a hold on negative caching
+	negative bool
+	// incomplete: some endpoint that could hold the path did not answer
+	// (down, unavailable). Such an entry is stale once any endpoint
+	// changes state, so a site coming back is used again at once.
+	incomplete bool
+	status     int // 200, 404, 403 or 503
+	isDir      bool
+	replicas   []*replica
+	answers    []answer
+	// Precomputed HEAD headers.
+	size    int64
+	sizeStr string
+	lastMod string
+	etag    string
+	modTime time.Time
+	sums    atomic.Pointer[map[string]string]
+}
+
+// lookup returns the locate answer for the logical path p, from the cache
+// when it can. Concurrent misses for one path are coalesced into one
+// fan-out, which re-checks the cache first.
+func (f *Federator) lookup(ctx context.Context, s *snapshot, p string, hops int) *entry {
+	now := time.Now().UnixNano()
+	if e := s.cache.get(p, now); e != nil && f.fresh(e) {
+		f.m.hits.Inc()
+		return e
+	}
+	f.m.misses.Inc()
+	key := p
+	if hops > 0 {
+		// A request that came through other federators must not wait
+		// for a flight of the same path with fewer hops: in a loop of
+		// upstreams that flight may be waiting for this very request.
+		key = strconv.Itoa(hops) + "\x00" + p
+	}
+	v, _, _ := s.flight.Do(key, func() (any, error) {
+		if e := s.cache.get(p, time.Now().UnixNano()); e != nil && f.fresh(e) {
+			return e, nil
+		}
+		e := f.locate(ctx, s, p, hops)
+		if hops < s.cfg.MaxHops && e.expires > 0 {
+			s.cache.put(p, e, time.Now().UnixNano())
+		}
+		return e, nil
+	})
+	return v.(*entry)
+}
+
+func (f *Federator) fresh(e *entry) bool {
+	return !e.incomplete || e.epoch == f.epoch.Load()
+}
+
+// locate asks every endpoint that could hold p, in parallel, each under
+// its own timeout; upstream federators only when no local endpoint has
+// it. The fan-out does not stop when the request that started it goes
+// away: other requests may be waiting for the same answer.
+func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int) *entry {
+	ctx = context.WithoutCancel(ctx)
+	if hops > 0 {
+		ctx = upstream.WithHops(ctx, hops)
+	}
+	e := &entry{epoch: f.epoch.Load()}
+	f.fanout(ctx, s, s.locals, p, e)
+	if len(e.replicas) == 0 && len(s.upstreams) > 0 {
+		if hops < s.cfg.MaxHops {
+			f.fanout(ctx, s, s.upstreams, p, e)
+		} else {
+			for _, m := range s.upstreams {
+				if m.matches(p) {
+					e.answers = append(e.answers, answer{m: m, kind: ansHopLimit})
+				}
+			}
+		}
+	}
+	virtual := false
+	for _, m := range s.members {
+		if m.childOf(p) != "" {
+			virtual = true
+			break
+		}
+	}
+	f.finish(s, e, p, virtual)
+	return e
+}
+
+// fanout asks members (those matching p) for p and appends their answers
+// and replicas to e, in the members' order.
+func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, p string, e *entry) {
+	var asked []*member
+	for _, m := range members {
+		if m.matches(p) {
+			asked = append(asked, m)
+		}
+	}
+	type result struct {
+		info endpoint.Info
+		err  error
+		dur  time.Duration
+		url  string
+		down bool // not asked: marked down
+	}
+	res := make([]result, len(asked))
+	ask := func(i int) {
+		m := asked[i]
+		if !m.h.Up() {
+			res[i].down = true
+			return
+		}
+		ep := m.endpointPath(p)
+		sctx, cancel := context.WithTimeout(ctx, m.cfg.TimeoutOrDefault())
+		start := time.Now()
+		info, err := m.ep.Stat(sctx, ep)
+		d := time.Since(start)
+		if err == nil && !m.proxy {
+			if u, uerr := endpoint.RedirectURL(sctx, m.ep, ep, endpoint.OpRead); uerr == nil {
+				res[i].url = u.String()
+			}
+		}
+		cancel()
+		f.requestResult(s, m, err, d)
+		res[i].info, res[i].err, res[i].dur = info, err, d
+	}
+	if len(asked) == 1 {
+		ask(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range asked {
+			wg.Go(func() { ask(i) })
+		}
+		wg.Wait()
+	}
+	for i, m := range asked {
+		r := res[i]
+		a := answer{m: m, dur: r.dur}
+		switch {
+		case r.down:
+			a.kind = ansDown
+			e.incomplete = true
+		case r.err == nil:
+			a.kind = ansFound
+			e.replicas = append(e.replicas, &replica{m: m, path: m.endpointPath(p), info: r.info, url: r.url})
+		default:
+			a.err = r.err.Error()
+			switch endpoint.Class(r.err) {
+			case endpoint.ErrNotFound:
+				a.kind = ansNotFound
+			case endpoint.ErrRefused:
+				a.kind = ansRefused
+			default:
+				a.kind = ansUnavailable
+				e.incomplete = true
+			}
+		}
+		e.answers = append(e.answers, a)
+	}
+}
+
+// finish decides the entry's status and expiry and precomputes headers.
+func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
+	now := time.Now().UnixNano()
+	if len(e.replicas) > 0 {
+		primary := e.replicas[0]
+		e.isDir = primary.info.IsDir
+		// Replicas that disagree with the primary about being a
+		// directory are not replicas of it.
+		keep := e.replicas[:0]
+		for _, r := range e.replicas {
+			if r.info.IsDir == e.isDir {
+				keep = append(keep, r)
+			}
+		}
+		e.replicas = keep
+		e.status = http.StatusOK
+		e.size = primary.info.Size
+		e.modTime = primary.info.ModTime
+		if primary.info.ETag != "" {
+			e.etag = `"` + primary.info.ETag + `"`
+		}
+		sums := map[string]string{}
+		for _, r := range e.replicas {
+			if r.info.Size != e.size {
+				continue
+			}
+			for k, v := range r.info.Checksums {
+				if _, ok := sums[k]; !ok {
+					sums[k] = v
+				}
+			}
+		}
+		if len(sums) > 0 {
+			e.sums.Store(&sums)
+		}
+	} else if virtual {
+		e.status, e.isDir = http.StatusOK, true
+	} else {
+		e.status = http.StatusNotFound
+		for _, a := range e.answers {
+			switch a.kind {
+			case ansUnavailable, ansDown:
+				e.status = http.StatusServiceUnavailable
+			case ansRefused:
+				if e.status == http.StatusNotFound {
+					e.status = http.StatusForbidden
+				}
+			}
+		}
+	}
+	if e.isDir {
+		e.size = 0
+	}
+	e.sizeStr = strconv.FormatInt(e.size, 10)
+	if !e.modTime.IsZero() {
+		e.lastMod = e.modTime.UTC().Format(http.TimeFormat)
+	}
+	switch e.status {
+	case http.StatusOK:
+		e.expires = now + int64(s.cfg.MetadataCache.TTL)
+		f.m.locFound.Inc()
+	case http.StatusNotFound:
+		e.negative = true
+		e.expires = now + int64(s.cfg.MetadataCache.NegativeTTL)
+		f.m.locMissing.Inc()
+	default:
+		f.m.locUnavail.Inc() // not cached: ask again next time
+	}
+}

@@ -1,0 +1,92 @@
+package federation
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the federator's Prometheus series, on a registry of its own
+// (several federators in one test process must not collide).
+type metrics struct {
+	reg        *prometheus.Registry
+	locates    *prometheus.CounterVec
+	hits       prometheus.Counter
+	misses     prometheus.Counter
+	redirects  *prometheus.CounterVec
+	proxied    *prometheus.CounterVec
+	up         *prometheus.GaugeVec
+	changes    *prometheus.CounterVec
+	errors     *prometheus.CounterVec
+	failovers  prometheus.Counter
+	answers    *prometheus.CounterVec
+	locFound   prometheus.Counter
+	locMissing prometheus.Counter
+	locUnavail prometheus.Counter
+}
+
+// memberMetrics are one endpoint's series, resolved once so that the hot
+// path only does an atomic add.
+type memberMetrics struct {
+	redirects prometheus.Counter
+	proxied   prometheus.Counter
+	up        prometheus.Gauge
+	ups       prometheus.Counter
+	downs     prometheus.Counter
+	errors    prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	const ns = "lakefed_federation_"
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		locates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "locates_total",
+			Help: "Locate fan-outs (metadata cache misses) by outcome: found, notfound, unavailable."}, []string{"result"}),
+		hits: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "metadata_cache_hits_total",
+			Help: "Look-ups answered from the metadata cache."}),
+		misses: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "metadata_cache_misses_total",
+			Help: "Look-ups the metadata cache could not answer."}),
+		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "redirects_total",
+			Help: "Clients redirected, by endpoint."}, []string{"endpoint"}),
+		proxied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "proxied_bytes_total",
+			Help: "Bytes streamed through the federator, by endpoint."}, []string{"endpoint"}),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "endpoint_up",
+			Help: "1 when the endpoint is up, 0 when down."}, []string{"endpoint"}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "endpoint_state_changes_total",
+			Help: "Endpoint state changes, by endpoint and new state."}, []string{"endpoint", "state"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "endpoint_errors_total",
+			Help: "Requests to the endpoint that failed as unavailable."}, []string{"endpoint"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "proxy_failovers_total",
+			Help: "Proxied reads moved to another replica mid-stream."}),
+		answers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "answers_total",
+			Help: "Namespace requests answered, by method and status code class."}, []string{"method", "code"}),
+	}
+	m.locFound = m.locates.WithLabelValues("found")
+	m.locMissing = m.locates.WithLabelValues("notfound")
+	m.locUnavail = m.locates.WithLabelValues("unavailable")
+	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.answers)
+	return m
+}
+
+func (m *metrics) forMember(name string) memberMetrics {
+	return memberMetrics{
+		redirects: m.redirects.WithLabelValues(name),
+		proxied:   m.proxied.WithLabelValues(name),
+		up:        m.up.WithLabelValues(name),
+		ups:       m.changes.WithLabelValues(name, "up"),
+		downs:     m.changes.WithLabelValues(name, "down"),
+		errors:    m.errors.WithLabelValues(name),
+	}
+}
+
+// forget drops the series of an endpoint removed by a reload.
+func (m *metrics) forget(name string) {
+	m.redirects.DeleteLabelValues(name)
+	m.proxied.DeleteLabelValues(name)
+	m.up.DeleteLabelValues(name)
+	m.changes.DeleteLabelValues(name, "up")
+	m.changes.DeleteLabelValues(name, "down")
+	m.errors.DeleteLabelValues(name)
+}
+
+// Registry returns the federator's Prometheus registry, for a process that
+// serves /metrics elsewhere or merges registries.
+func (f *Federator) Registry() *prometheus.Registry { return f.m.reg }

@@ -1,0 +1,223 @@
+package federation
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/storage"
+)
+
+// site is a real storage server on loopback that a test can kill and
+// bring back on the same address.
+type site struct {
+	name string
+	dir  string
+	addr string
+	srv  *httptest.Server
+	t    *testing.T
+}
+
+func startSite(t *testing.T, name string) *site {
+	s := &site{name: name, dir: t.TempDir(), t: t}
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *site) start() {
+	st, err := storage.New(storage.Config{Root: s.dir}, quiet())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	addr := s.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var ln net.Listener
+	for range 50 { // the old socket may linger a moment after a kill
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		s.t.Fatalf("site %s: listen %s: %v", s.name, addr, err)
+	}
+	s.addr = ln.Addr().String()
+	s.srv = httptest.NewUnstartedServer(st.Handler())
+	s.srv.Listener = ln
+	s.srv.Start()
+}
+
+// kill drops every connection and stops listening, as a crash would.
+func (s *site) kill() {
+	if s.srv != nil {
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+		s.srv = nil
+	}
+}
+
+func (s *site) url() string { return "http://" + s.addr + "/" }
+
+func (s *site) write(t *testing.T, p string, data []byte) {
+	full := filepath.Join(s.dir, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func realFed(t *testing.T, fedLines string, sites ...*site) *testFed {
+	var eps []string
+	for i, s := range sites {
+		eps = append(eps, fmt.Sprintf("name: %s\nurl: %s\npriority: %d\nwritable: true\ntimeout: 2s", s.name, s.url(), i+1))
+	}
+	return startFed(t, cfgYAML("health: {interval: 100ms, timeout: 500ms, fail_after: 2, recover_after: 2}\n"+fedLines, eps...))
+}
+
+func TestRealSitesRedirectFailAndReturn(t *testing.T) {
+	a, b, c := startSite(t, "site-a"), startSite(t, "site-b"), startSite(t, "site-c")
+	data := randomBytes(t, 1<<20)
+	a.write(t, "/data/rep.bin", data)
+	b.write(t, "/data/rep.bin", data)
+	c.write(t, "/data/only-c.bin", []byte("c"))
+	tf := realFed(t, "", a, b, c)
+
+	loc := func(p string) (int, string) {
+		resp, _ := tf.do(t, "GET", p, nil, nil)
+		return resp.StatusCode, resp.Header.Get("Location")
+	}
+	code, l := loc("/data/rep.bin")
+	if code != 302 || l != a.url()+"data/rep.bin" {
+		t.Fatalf("GET = %d %q, want 302 to site-a", code, l)
+	}
+	// A client following the redirect gets the bytes.
+	resp, err := http.Get(tf.srv.URL + "/data/rep.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(got, data) {
+		t.Fatalf("curl -L equivalent got %d bytes, want the file", len(got))
+	}
+	if code, l := loc("/data/only-c.bin"); code != 302 || !strings.HasPrefix(l, c.url()) {
+		t.Errorf("GET only-c = %d %q", code, l)
+	}
+
+	a.kill()
+	eventually(t, 10*time.Second, "site-a marked down", func() bool { return tf.state("site-a") == "down" })
+	for range 20 {
+		if code, l := loc("/data/rep.bin"); code != 302 || l != b.url()+"data/rep.bin" {
+			t.Fatalf("with site-a dead: %d %q, want site-b", code, l)
+		}
+	}
+	// Not found versus unavailable, with a real dead site.
+	if resp, body := tf.do(t, "GET", "/data/none.bin", nil, nil); resp.StatusCode != 503 || !strings.Contains(body, "site-a: down") {
+		t.Errorf("missing file with site-a dead = %d %q, want 503", resp.StatusCode, body)
+	}
+	a.start()
+	eventually(t, 10*time.Second, "site-a back up", func() bool { return tf.state("site-a") == "up" })
+	if code, l := loc("/data/rep.bin"); l != a.url()+"data/rep.bin" {
+		t.Errorf("site-a back: %d %q, want site-a used again", code, l)
+	}
+	if resp, _ := tf.do(t, "GET", "/data/none.bin", nil, nil); resp.StatusCode != 404 {
+		t.Errorf("missing file with every site up = %d, want 404", resp.StatusCode)
+	}
+
+	// Merged listing over real servers.
+	resp2, body := tf.do(t, "PROPFIND", "/data", http.Header{"Depth": {"1"}}, nil)
+	if resp2.StatusCode != 207 || strings.Count(body, "/data/rep.bin<") != 1 || !strings.Contains(body, "/data/only-c.bin<") {
+		t.Errorf("PROPFIND /data = %d:\n%s", resp2.StatusCode, body)
+	}
+	// PUT is redirected to site-a (priority 1), and the client's second
+	// leg lands the file there.
+	req, _ := http.NewRequest("PUT", tf.srv.URL+"/data/new.bin", bytes.NewReader([]byte("new")))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader([]byte("new"))), nil }
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT via redirect = %d", resp.StatusCode)
+	}
+	if got, err := os.ReadFile(filepath.Join(a.dir, "data", "new.bin")); err != nil || string(got) != "new" {
+		t.Errorf("site-a has %q, %v", got, err)
+	}
+	if code, l := loc("/data/new.bin"); code != 302 || !strings.HasPrefix(l, a.url()) {
+		t.Errorf("GET after PUT = %d %q", code, l)
+	}
+	if resp, body := tf.do(t, "DELETE", "/data/rep.bin", nil, nil); resp.StatusCode != 204 {
+		t.Errorf("DELETE = %d %s", resp.StatusCode, body)
+	}
+	for _, s := range []*site{a, b} {
+		if _, err := os.Stat(filepath.Join(s.dir, "data", "rep.bin")); !os.IsNotExist(err) {
+			t.Errorf("%s still has rep.bin after DELETE (%v)", s.name, err)
+		}
+	}
+}
+
+func TestRealSitesProxyFailoverInFlight(t *testing.T) {
+	a, b := startSite(t, "site-a"), startSite(t, "site-b")
+	data := randomBytes(t, 48<<20)
+	a.write(t, "/big.bin", data)
+	b.write(t, "/big.bin", data)
+	tf := realFed(t, "mode: proxy", a, b)
+
+	resp, err := http.Get(tf.srv.URL + "/big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET = %d", resp.StatusCode)
+	}
+	head := make([]byte, 1<<20)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	a.kill() // mid-stream: the federator must go on from site-b
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read after the kill: %v", err)
+	}
+	if got := append(head, rest...); !bytes.Equal(got, data) {
+		t.Fatalf("got %d bytes, not byte-identical to the %d-byte file", len(got), len(data))
+	}
+	_, metrics := tf.do(t, "GET", "/metrics", nil, nil)
+	if !strings.Contains(metrics, "lakefed_federation_proxy_failovers_total 1") {
+		t.Errorf("no failover counted; was the whole file read before the kill? metrics:\n%s", grepLines(metrics, "failover"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

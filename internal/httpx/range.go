@@ -1,0 +1,99 @@
+package httpx
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Range is one byte range of a representation: Length bytes from Start.
+type Range struct {
+	Start, Length int64
+}
+
+// ContentRange formats r as a Content-Range value for a representation of
+// size bytes: "bytes 0-99/1000" (RFC 9110 §14.4).
+func (r Range) ContentRange(size int64) string {
+	return "bytes " + strconv.FormatInt(r.Start, 10) + "-" + strconv.FormatInt(r.Start+r.Length-1, 10) + "/" + strconv.FormatInt(size, 10)
+}
+
+// ErrUnsatisfiable means no range of a Range header overlaps the
+// representation: answer 416 with "Content-Range: bytes */size".
+var ErrUnsatisfiable = errors.New("httpx: range not satisfiable")
+
+// ErrBadRange means the Range header is malformed. RFC 9110 §14.2 lets a
+// server ignore such a header and send the whole representation.
+var ErrBadRange = errors.New("httpx: malformed range")
+
+// MaxRanges bounds how many ranges one request may ask for; more is
+// treated as malformed (a cheap defence against range amplification).
+const MaxRanges = 100
+
+// ParseRange parses a Range header ("bytes=0-99,200-,-50") against a
+// representation of size bytes (RFC 9110 §14.1.2). It returns nil for an
+// empty header, ErrBadRange for a malformed one and ErrUnsatisfiable when
+// no range overlaps. Ranges past the end are clipped; ranges that do not
+// overlap are dropped, as net/http does.
+func ParseRange(h string, size int64) ([]Range, error) {
+	if h == "" {
+		return nil, nil
+	}
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return nil, ErrBadRange
+	}
+	var out []Range
+	n := 0
+	for part := range strings.SplitSeq(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if n++; n > MaxRanges {
+			return nil, ErrBadRange
+		}
+		first, last, ok := strings.Cut(part, "-")
+		if !ok {
+			return nil, ErrBadRange
+		}
+		first, last = strings.TrimSpace(first), strings.TrimSpace(last)
+		var r Range
+		if first == "" {
+			// Suffix range: the last N bytes.
+			k, err := strconv.ParseInt(last, 10, 64)
+			if err != nil || k < 0 {
+				return nil, ErrBadRange
+			}
+			if k == 0 || size == 0 {
+				continue
+			}
+			k = min(k, size)
+			r = Range{size - k, k}
+		} else {
+			s, err := strconv.ParseInt(first, 10, 64)
+			if err != nil || s < 0 {
+				return nil, ErrBadRange
+			}
+			e := size - 1
+			if last != "" {
+				e, err = strconv.ParseInt(last, 10, 64)
+				if err != nil || e < s {
+					return nil, ErrBadRange
+				}
+			}
+			if s >= size {
+				continue
+			}
+			e = min(e, size-1)
+			r = Range{s, e - s + 1}
+		}
+		out = append(out, r)
+	}
+	if n == 0 {
+		return nil, ErrBadRange
+	}
+	if len(out) == 0 {
+		return nil, ErrUnsatisfiable
+	}
+	return out, nil
+}
