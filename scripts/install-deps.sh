@@ -25,4 +25,18 @@ fi
 py_pkgs=(uproot awkward numpy)
 python3 -c 'import uproot, awkward, numpy' 2>/dev/null || python3 -m pip install -q "${py_pkgs[@]}"
 
+# s3proxy (Maven Central), the real S3 server the s3 kind is tested against:
+# it checks signatures and expiry of pre-signed URLs, which moto does not.
+S3PROXY_VERSION=2.6.0
+jar_dir="${HOME}/.cache/lakefed-s3proxy"
+if [ ! -f "$jar_dir/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar" ]; then
+  command -v java >/dev/null && command -v mvn >/dev/null || {
+    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends default-jre-headless maven
+  }
+  mvn -B -q dependency:copy -Dartifact="org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies" \
+    -DoutputDirectory="$jar_dir"
+fi
+
 go mod download

@@ -52,16 +52,18 @@ type target struct {
 	local bool   // a local path or file:// URL
 	// dirHint says the user wrote a trailing slash: "this is a directory".
 	dirHint bool
-	// op is the command ("rm" roots a local path above it, so the path
-	// itself can be removed).
+	// op is the command the target is for.
 	op string
-	// name, when set, is the base name of the endpoint's root, which
-	// Stat reports as "/".
-	name string
 }
 
-// remoteSchemes are the URL schemes served by the HTTP/WebDAV kind.
-var remoteSchemes = map[string]bool{"http": true, "https": true, "dav": true, "davs": true}
+// remoteSchemes are the URL schemes of remote endpoints the client commands
+// take: the HTTP/WebDAV kind, XRootD, another lakefed, and S3 (s3://bucket/key,
+// the server from $AWS_ENDPOINT_URL, credentials from $AWS_ACCESS_KEY_ID and
+// $AWS_SECRET_ACCESS_KEY, as the AWS CLI reads them).
+var remoteSchemes = map[string]bool{
+	"http": true, "https": true, "dav": true, "davs": true,
+	"root": true, "xroot": true, "lakefed": true, "lakefeds": true, "s3": true,
+}
 
 // parseTarget splits a command-line argument into an endpoint and a path.
 // http(s)/dav(s) URLs give the endpoint scheme://host:port/ and the URL's
@@ -92,6 +94,13 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 		cfg.Name = u.Host
 		cfg.URL = strings.ToLower(u.Scheme) + "://" + u.Host + "/"
 		p = u.Path
+		if strings.EqualFold(u.Scheme, "s3") {
+			cfg.S3 = &endpoint.S3Config{
+				Endpoint:  os.Getenv("AWS_ENDPOINT_URL"),
+				Region:    os.Getenv("AWS_DEFAULT_REGION"),
+				PathStyle: true,
+			}
+		}
 	case hasScheme && strings.EqualFold(scheme, "file"):
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -102,7 +111,7 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 		}
 		t.local, p = true, u.Path
 	case hasScheme:
-		return nil, usageErrorf("unsupported URL scheme %q in %q (http, https, dav, davs, file)", scheme, raw)
+		return nil, usageErrorf("unsupported URL scheme %q in %q (http, https, dav, davs, root, xroot, s3, lakefed, file)", scheme, raw)
 	default:
 		abs, err := filepath.Abs(raw)
 		if err != nil {
@@ -120,14 +129,7 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 	}
 	t.path = clean
 	if t.local {
-		root := localRoot(clean, t.op != "rm")
-		cfg.Name, cfg.URL = "local", (&url.URL{Scheme: "file", Path: root}).String()
-		if root != "/" {
-			t.path = strings.TrimPrefix(clean, root)
-			if t.path == "" {
-				t.path, t.name = "/", path.Base(root)
-			}
-		}
+		cfg.Name, cfg.URL = "local", "file:///"
 	}
 	ep, err := kinds.New(ctx, cfg, discardLogger())
 	if err != nil {
@@ -135,29 +137,6 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 	}
 	t.ep = ep
 	return t, nil
-}
-
-// localRoot is the directory a local path's posix endpoint is rooted at:
-// p itself when it is an existing directory and self is set, else the
-// nearest existing directory above p (the posix kind needs its root to
-// exist; Put and Mkdir make what is missing below it). Symlinks above p
-// are thus followed; a symlink at p itself must stay inside that
-// directory, as the posix kind allows no escape from its root.
-//
-// TODO(client): root every local path at "/" once the posix kind accepts
-// "/" as its root (its within check compares against root+"/" = "//").
-func localRoot(p string, self bool) string {
-	if fi, err := os.Stat(filepath.FromSlash(p)); self && err == nil && fi.IsDir() {
-		return p
-	}
-	dir := path.Dir(p)
-	for dir != "/" {
-		if fi, err := os.Stat(filepath.FromSlash(dir)); err == nil && fi.IsDir() {
-			break
-		}
-		dir = path.Dir(dir)
-	}
-	return dir
 }
 
 // discardLogger is the kinds' logger: a command reports through its error.
@@ -489,9 +468,6 @@ func runStat(ctx context.Context, args []string) error {
 	info, err := t.ep.Stat(ctx, t.path)
 	if err != nil {
 		return opErr("stat", t, err)
-	}
-	if t.name != "" {
-		info.Name = t.name
 	}
 	sums := map[string]string{}
 	for k, v := range info.Checksums {

@@ -150,7 +150,8 @@ func (e *Endpoint) resolve(p string) (string, error) {
 
 // within reports whether the resolved host path r is the root or below it.
 func (e *Endpoint) within(r string) bool {
-	return r == e.root || strings.HasPrefix(r, e.root+string(filepath.Separator))
+	return r == e.root || e.root == string(filepath.Separator) ||
+		strings.HasPrefix(r, e.root+string(filepath.Separator))
 }
 
 // wrap turns an OS error into the endpoint's classes:
@@ -167,10 +168,13 @@ func wrap(op, p string, err error) error {
 		return fmt.Errorf("posix: %s %q: %w", op, p, err)
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		class = endpoint.ErrNotFound
+	case errors.Is(err, syscall.ENOTEMPTY):
+		// Go counts ENOTEMPTY as fs.ErrExist; it is a refusal, not "exists".
+		class = endpoint.ErrRefused
 	case errors.Is(err, fs.ErrExist):
 		class = endpoint.ErrExist
 	case errors.Is(err, errEscape), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR),
-		errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.ENAMETOOLONG),
+		errors.Is(err, syscall.ENAMETOOLONG),
 		errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EINVAL):
 		class = endpoint.ErrRefused
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
