@@ -22,8 +22,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-py_pkgs=(uproot awkward numpy)
-python3 -c 'import uproot, awkward, numpy' 2>/dev/null || python3 -m pip install -q "${py_pkgs[@]}"
+py_pkgs=(uproot awkward numpy fsspec aiohttp requests)
+python3 -c "import uproot, awkward, numpy, fsspec, aiohttp, requests" 2>/dev/null || python3 -m pip install -q "${py_pkgs[@]}"
 
 # s3proxy (Maven Central), the real S3 server the s3 kind is tested against:
 # it checks signatures and expiry of pre-signed URLs, which moto does not.

@@ -13,9 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/bench/schedule"
+	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/web"
 )
 
 // runServe runs every role the config file names: its storage servers and
@@ -42,11 +45,13 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
+	// Deferred calls run last-in first-out: cancel (stopping every
+	// server) must run before the wait for their goroutines.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
 	errc := make(chan error, len(cfg.Storage)+1)
-	defer wg.Wait()
 
 	for _, sc := range cfg.Storage {
 		srv, err := storage.New(sc, log)
@@ -89,14 +94,44 @@ func runServe(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("federation: %w", err)
 		}
+		mux := http.NewServeMux()
+		mux.Handle("/", fed.Handler())
+		if st := openResults(ctx, cfg, log); st != nil {
+			// The tester and the latency sampler stop, and are waited for,
+			// before the store closes and before the federator does.
+			uiCtx, uiStop := context.WithCancel(ctx)
+			var uiWG sync.WaitGroup
+			defer func() {
+				uiStop()
+				uiWG.Wait()
+				st.Close()
+			}()
+			var tests web.TestStatus
+			if cfg.Tests != nil {
+				sched, err := schedule.New(schedule.Options{Config: *cfg.Tests, Targets: schedule.FederatorTargets(fed),
+					Store: st, Excluder: fed, Registerer: fed.Registry(), Log: log})
+				if err != nil {
+					return err
+				}
+				tests = sched
+				uiWG.Go(func() { _ = sched.Run(uiCtx) })
+			}
+			dash := web.New(web.Options{Store: st, Federator: fed, Tests: tests, Log: log})
+			uiWG.Go(func() { dash.Run(uiCtx) })
+			// The dashboard takes /ui and everything below it from the
+			// federated namespace.
+			mux.Handle("/ui/", dash)
+			mux.Handle("/ui", dash)
+		}
 		hs := &http.Server{
-			Handler:           fed.Handler(),
+			Handler:           mux,
 			ReadHeaderTimeout: 30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
-		fmt.Printf("federator http://%s/ over %d endpoints\n", ln.Addr(), len(cfg.Federation.Endpoints))
+		fmt.Printf("federator http://%s/ over %d endpoints, dashboard http://%s/ui/\n", ln.Addr(),
+			len(cfg.Federation.Endpoints), ln.Addr())
 		wg.Go(func() {
 			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("federation: serve: %w", err)
@@ -136,6 +171,23 @@ func runServe(ctx context.Context, args []string) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// openResults opens the bench results store the dashboard shows and the
+// scheduled tests write: tests.db, else the bench default. A store that
+// cannot be opened costs the dashboard and the tests, not the federator:
+// it is logged and nil returned.
+func openResults(ctx context.Context, cfg *config.Config, log *slog.Logger) *store.Store {
+	path := store.DefaultPath()
+	if cfg.Tests != nil && cfg.Tests.DB != "" {
+		path = cfg.Tests.DB
+	}
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		log.Error("no dashboard and no scheduled tests: cannot open the results store", "path", path, "err", err)
+		return nil
+	}
+	return st
 }
 
 // runCheckConfig loads and validates a config file and says what it runs.

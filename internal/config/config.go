@@ -46,6 +46,9 @@ type Config struct {
 	Storage []storage.Config `yaml:"storage"`
 	// Federation configures the federator. Nil: no federator.
 	Federation *Federation `yaml:"federation"`
+	// Tests configures the scheduled functional tests of every federated
+	// endpoint (tests.go). Nil: no scheduled tests.
+	Tests *Tests `yaml:"tests"`
 
 	// lines maps field paths to lines of the file, for error messages.
 	lines map[string]int
@@ -277,6 +280,7 @@ func Parse(data []byte) (*Config, error) {
 
 // SetDefaults fills every zero field that has a default. It is idempotent.
 func (c *Config) SetDefaults() {
+	c.Tests.setDefaults()
 	if c.Federation == nil {
 		return
 	}
@@ -407,6 +411,7 @@ func (c *Config) Validate() error {
 	if c.Federation != nil {
 		c.Federation.validate(v, "federation")
 	}
+	c.Tests.validate(v, "tests", c.Federation != nil)
 	return errors.Join(v.errs...)
 }
 

@@ -26,6 +26,10 @@ import (
 type fakeEP struct {
 	name     string
 	redirect bool // implements Redirecter (via fakeRedirecter)
+	// presign > 0: implements Redirecter with expiring URLs (via
+	// fakePresigner), as S3 does.
+	presign time.Duration
+	signs   atomic.Int64
 
 	mu    sync.Mutex
 	files map[string][]byte // endpoint path → content
@@ -42,6 +46,17 @@ type fakeEP struct {
 
 type fakeRedirecter struct{ *fakeEP }
 
+// fakePresigner is a fake S3: its redirect URLs carry a serial number
+// ("?sig=N") and expire after presign.
+type fakePresigner struct{ *fakeEP }
+
+func (f fakePresigner) RedirectURL(ctx context.Context, p string, op endpoint.Op) (*url.URL, error) {
+	n := f.signs.Add(1)
+	return url.Parse(fmt.Sprintf("http://%s.example%s?op=%s&sig=%d", f.name, p, op, n))
+}
+
+func (f fakePresigner) PresignExpiry() time.Duration { return f.presign }
+
 func (f fakeRedirecter) RedirectURL(ctx context.Context, p string, op endpoint.Op) (*url.URL, error) {
 	return url.Parse("http://" + f.name + ".example" + p)
 }
@@ -52,6 +67,9 @@ func newFake(name string, redirect bool) *fakeEP {
 
 // asEndpoint returns the fake as the federator should see it.
 func (f *fakeEP) asEndpoint() endpoint.Endpoint {
+	if f.presign > 0 {
+		return fakePresigner{f}
+	}
 	if f.redirect {
 		return fakeRedirecter{f}
 	}

@@ -8,6 +8,14 @@
 // redirectors of CMS AAA do, with health in seconds, 404 told apart from
 // 503, and an endpoint list that reloads without a restart.
 //
+// Endpoint kinds bring their own rules. S3 endpoints redirect readers to
+// pre-signed GET URLs (HEAD is always answered here: S3 refuses a GET
+// signature for HEAD), take writes through the federator so that the
+// adler32 is stored with every object, and are refused at start when their
+// presign_expiry is shorter than the metadata cache TTL. root:// endpoints
+// are proxied unless they name an HTTP door (http_url). Any request may be
+// pinned to one endpoint with ?lakefed.site=NAME (SiteParam).
+//
 //	cfg, _ := config.Load("lakefed.yaml")
 //	fed, err := federation.New(ctx, *cfg.Federation, federation.Options{Log: log})
 //	defer fed.Close()
@@ -19,12 +27,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/oschwald/geoip2-golang/v2"
 	"golang.org/x/sync/singleflight"
@@ -85,6 +95,12 @@ type snapshot struct {
 	flight    singleflight.Group
 	geo       *geoip2.Reader // nil: no GeoIP database
 	nets      []clientNet
+	// pins are the views of this snapshot pinned to one endpoint
+	// (?lakefed.site=NAME), by endpoint name: each asks only that
+	// endpoint and has a cache of its own. Nil in a pinned view.
+	pins map[string]*snapshot
+	// root is the snapshot a pinned view belongs to; nil for the root.
+	root *snapshot
 }
 
 // member is one endpoint in the federation, with its mapping and health.
@@ -100,6 +116,13 @@ type member struct {
 	lat, lon float64
 	located  bool
 	proxy    bool // bytes go through the federator (mode proxy, or no Redirecter)
+	// presign is how long the endpoint's redirect URLs stay valid (S3
+	// pre-signed URLs); 0 when they do not expire.
+	presign time.Duration
+	// putProxy: PUTs go through the federator even in redirect mode,
+	// because a client sent to the endpoint directly would store the file
+	// without its checksum (a pre-signed S3 PUT carries no adler32).
+	putProxy bool
 	upstream bool
 	writable bool
 	h        health
@@ -162,16 +185,26 @@ func (f *Federator) Reload(cfg config.Federation) error {
 	s := &snapshot{cfg: &cfg, byName: map[string]*member{}}
 	reused := map[*member]bool{}
 	var fresh []*member
-	for _, ec := range cfg.Endpoints {
+	for i, ec := range cfg.Endpoints {
 		if old != nil {
 			if m, ok := old.byName[ec.Name]; ok && reflect.DeepEqual(m.cfg, ec) && m.proxy == wantProxy(&cfg, ec, m.ep) {
+				if err := checkPresign(&cfg, i, m); err != nil {
+					f.forgetFresh(old, fresh)
+					return err
+				}
 				s.add(m)
 				reused[m] = true
 				continue
 			}
 		}
 		m, err := f.newMember(&cfg, ec)
+		if err == nil {
+			err = checkPresign(&cfg, i, m)
+		}
 		if err != nil {
+			if m != nil {
+				fresh = append(fresh, m)
+			}
 			f.forgetFresh(old, fresh)
 			return err
 		}
@@ -188,6 +221,7 @@ func (f *Federator) Reload(cfg config.Federation) error {
 		return err
 	}
 	s.cache = newCache(cfg.MetadataCache.MaxEntries)
+	s.pin()
 	f.snap.Store(s)
 	for _, m := range fresh {
 		pctx, cancel := context.WithCancel(f.ctx)
@@ -242,9 +276,65 @@ func (s *snapshot) add(m *member) {
 	}
 }
 
+// pin builds s's pinned views, one per member.
+func (s *snapshot) pin() {
+	s.pins = make(map[string]*snapshot, len(s.members))
+	n := max(1, s.cfg.MetadataCache.MaxEntries/max(1, len(s.members)))
+	for _, m := range s.members {
+		v := &snapshot{cfg: s.cfg, byName: map[string]*member{}, cache: newCache(n), geo: s.geo, nets: s.nets, root: s}
+		v.add(m)
+		s.pins[m.name] = v
+	}
+}
+
+// invalidate drops p from the metadata cache of the whole snapshot: the
+// root's and every pinned view's, so that a write through one is seen by
+// all (see mdCache.invalidate for hold).
+func (s *snapshot) invalidate(p string, hold time.Duration) {
+	if s.root != nil {
+		s = s.root
+	}
+	s.cache.invalidate(p, hold)
+	for _, v := range s.pins {
+		v.cache.invalidate(p, hold)
+	}
+}
+
+// wantProxy reports whether the bytes of ec's files go through the
+// federator: in proxy mode, and for endpoints clients cannot be sent to
+// (no Redirecter, or a root:// endpoint without an HTTP door: HTTP
+// clients cannot follow a redirect to root://).
 func wantProxy(f *config.Federation, ec config.Endpoint, ep endpoint.Endpoint) bool {
 	_, canRedirect := ep.(endpoint.Redirecter)
+	if canRedirect && ec.HTTPURL == "" {
+		if u, err := url.Parse(ec.URL); err == nil && (strings.EqualFold(u.Scheme, "root") || strings.EqualFold(u.Scheme, "xroot")) {
+			canRedirect = false
+		}
+	}
 	return ec.EffectiveMode(f) == "proxy" || !canRedirect
+}
+
+// presigner is implemented by endpoints whose redirect URLs carry a
+// signature that expires (s3.Endpoint).
+type presigner interface {
+	PresignExpiry() time.Duration
+}
+
+// checkPresign refuses an endpoint, cfg.Endpoints[i], whose redirect URLs
+// expire sooner than the metadata cache keeps them: a client redirected
+// from a cached answer near the end of its TTL would get a URL already
+// dead. Dynafed refuses to start in this case too. A proxied endpoint is
+// exempt: its URLs are never handed out.
+func checkPresign(cfg *config.Federation, i int, m *member) error {
+	if m.presign == 0 || m.proxy {
+		return nil
+	}
+	if ttl := cfg.MetadataCache.TTL.D(); m.presign < ttl {
+		return fmt.Errorf("federation: federation.endpoints[%d].s3.presign_expiry: %v (endpoint %s) is shorter than "+
+			"federation.metadata_cache.ttl %v: a redirect URL served from the cache could have expired; "+
+			"raise s3.presign_expiry or lower metadata_cache.ttl", i, m.presign, m.name, ttl)
+	}
+	return nil
 }
 
 func (f *Federator) newMember(cfg *config.Federation, ec config.Endpoint) (*member, error) {
@@ -263,6 +353,14 @@ func (f *Federator) newMember(cfg *config.Federation, ec config.Endpoint) (*memb
 		upstream: isUpstream(ec),
 		writable: ec.Writable,
 		proxy:    wantProxy(cfg, ec, ep),
+	}
+	if ps, ok := ep.(presigner); ok {
+		m.presign = ps.PresignExpiry()
+		// A pre-signed PUT stores the bytes without the adler32 that
+		// lakefed keeps on every object it writes, and is one PUT (at
+		// most 5 GiB). Through the federator, Put computes the adler32
+		// while streaming and uses a multipart upload for big files.
+		m.putProxy = true
 	}
 	if m.prefix == "" {
 		m.prefix = "/"
@@ -312,8 +410,9 @@ func (f *Federator) closeGeo() {
 	}
 }
 
-// Close stops the health probes and waits for them. The handler must no
-// longer be serving (shut the http.Server down first).
+// Close stops the health probes, waits for them and closes the endpoints
+// that hold connections. The handler must no longer be serving (shut the
+// http.Server down first).
 func (f *Federator) Close() error {
 	f.mu.Lock()
 	if f.closed {
@@ -327,6 +426,14 @@ func (f *Federator) Close() error {
 	f.mu.Lock()
 	f.closeGeo()
 	f.mu.Unlock()
+	// Endpoints that hold connections (root:// keeps one open) let them go.
+	if s := f.snap.Load(); s != nil {
+		for _, m := range s.members {
+			if c, ok := m.ep.(io.Closer); ok {
+				_ = c.Close()
+			}
+		}
+	}
 	return nil
 }
 

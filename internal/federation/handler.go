@@ -30,6 +30,14 @@ const (
 	DebugHeader = "X-Lakefed-Debug"
 	// ChoiceHeader is the debug answer.
 	ChoiceHeader = "X-Lakefed-Choice"
+	// SiteParam is the query parameter that pins a request to one
+	// endpoint, by name: "?lakefed.site=NAME" (lakefed bench --site). Only
+	// that endpoint is asked, redirected to or proxied from, as the CMS
+	// AAA scale tests pinned one site through the redirectors; a file it
+	// lacks is 404 (503 when it is down) even if others have it. The
+	// parameter never reaches an endpoint: endpoints get paths, and
+	// redirects carry the endpoint's own URL.
+	SiteParam = "lakefed.site"
 )
 
 // Handler returns the federator's HTTP handler: the namespace at every
@@ -71,6 +79,17 @@ func (f *Federator) serveNamespace(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s := f.snap.Load()
+	if r.URL.RawQuery != "" && strings.Contains(r.URL.RawQuery, SiteParam) {
+		site := siteOf(r.URL.RawQuery)
+		if site != "" {
+			v := s.pins[site]
+			if v == nil {
+				httpError(w, http.StatusBadRequest, fmt.Sprintf("lakefed: %s=%q: no endpoint of that name in this federation", SiteParam, site))
+				return
+			}
+			s = v
+		}
+	}
 	hops := 0
 	if v := r.Header[HopsHeader]; len(v) > 0 {
 		if n, err := strconv.Atoi(v[0]); err == nil && n > 0 {
@@ -100,6 +119,15 @@ func (f *Federator) serveNamespace(w http.ResponseWriter, r *http.Request) {
 }
 
 const allow = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND"
+
+// siteOf returns the value of SiteParam in a raw query string, or "".
+func siteOf(raw string) string {
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return ""
+	}
+	return vals.Get(SiteParam)
+}
 
 // isClean reports whether p is already what httpx.CleanPath would return,
 // with a cheap scan, so that the common case allocates nothing.
@@ -194,6 +222,7 @@ func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapsho
 		f.writeNoReplica(w, s, p, e, q.tried)
 		return
 	}
+	f.refreshURLs(r, rk)
 	if q.metalink || wantsMetalink(r.Header) {
 		f.writeMetalink(w, r, p, e, rk)
 		return
@@ -213,6 +242,34 @@ func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapsho
 	best.m.mm.redirects.Inc()
 	h["Location"] = []string{best.url}
 	w.WriteHeader(http.StatusFound)
+}
+
+// refreshURLs replaces, in rk, the redirect URLs that have used up half
+// their life (pre-signed S3 URLs made when the answer was cached) with
+// fresh ones, so a client always gets at least half of presign_expiry.
+// The cached entry is not changed; a failed refresh keeps the old URL,
+// which is still valid (checkPresign: expiry >= cache TTL).
+func (f *Federator) refreshURLs(r *http.Request, rk []ranked) {
+	var now int64
+	for i := range rk {
+		old := rk[i].r
+		if old.m.presign == 0 || old.url == "" {
+			continue
+		}
+		if now == 0 {
+			now = time.Now().UnixNano()
+		}
+		if now-old.born <= int64(old.m.presign/2) {
+			continue
+		}
+		u, err := endpoint.RedirectURL(r.Context(), old.m.ep, old.path, endpoint.OpRead)
+		if err != nil {
+			continue
+		}
+		fresh := *old
+		fresh.url, fresh.born = u.String(), now
+		rk[i].r = &fresh
+	}
 }
 
 // linkHeader lists every redirectable replica in rank order as RFC 6249

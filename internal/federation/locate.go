@@ -48,6 +48,7 @@ type replica struct {
 	path string // on the endpoint
 	info endpoint.Info
 	url  string // where to redirect readers; "" when the bytes must be proxied
+	born int64  // unix ns when url was made (it may expire: member.presign)
 }
 
 // entry is a locate answer, as the metadata cache keeps it. It is
@@ -155,6 +156,7 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 		err  error
 		dur  time.Duration
 		url  string
+		born int64
 		down bool // not asked: marked down
 	}
 	res := make([]result, len(asked))
@@ -171,7 +173,7 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 		d := time.Since(start)
 		if err == nil && !m.proxy {
 			if u, uerr := endpoint.RedirectURL(sctx, m.ep, ep, endpoint.OpRead); uerr == nil {
-				res[i].url = u.String()
+				res[i].url, res[i].born = u.String(), time.Now().UnixNano()
 			}
 		}
 		cancel()
@@ -196,7 +198,7 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 			e.incomplete = true
 		case r.err == nil:
 			a.kind = ansFound
-			e.replicas = append(e.replicas, &replica{m: m, path: m.endpointPath(p), info: r.info, url: r.url})
+			e.replicas = append(e.replicas, &replica{m: m, path: m.endpointPath(p), info: r.info, url: r.url, born: r.born})
 		default:
 			a.err = r.err.Error()
 			switch endpoint.Class(r.err) {

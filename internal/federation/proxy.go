@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
@@ -51,6 +53,16 @@ func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, e
 	ctx := r.Context()
 	switch len(ranges) {
 	case 0:
+		if wd := r.Header["Want-Digest"]; len(wd) > 0 {
+			// RFC 3230: the digest of the whole file, from metadata (or
+			// asked of a replica once), as a redirected client would get
+			// it from the endpoint.
+			if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
+				if d := httpx.FormatDigest(f.checksums(r, s, e, rk, algos), algos...); d != "" {
+					h.Set("Digest", d)
+				}
+			}
+		}
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Content-Length", strconv.FormatInt(size, 10))
 		w.WriteHeader(http.StatusOK)
@@ -92,12 +104,33 @@ func (f *Federator) copyRange(ctx context.Context, w io.Writer, s *snapshot, rep
 	}
 	fr := &failoverReader{ctx: ctx, f: f, s: s, reps: reps, off: rg.Start, left: rg.Length}
 	defer fr.Close()
-	n, err := io.CopyBuffer(w, fr, make([]byte, 256<<10))
+	// writerOnly hides http.ResponseWriter's ReadFrom, which would copy
+	// through a 32 KiB buffer (net.TCPConn cannot splice from an endpoint's
+	// reader): big reads and writes cost fewer calls on both sides, and an
+	// endpoint reader that works per call (minio-go's object reader hands
+	// each Read to a goroutine) pays that cost per copyBufSize, not per
+	// 32 KiB.
+	bp := copyBufs.Get().(*[]byte)
+	n, err := io.CopyBuffer(writerOnly{w}, fr, *bp)
+	copyBufs.Put(bp)
 	if err != nil && ctx.Err() == nil {
 		f.log.Warn("proxy read failed", "bytes", n, "err", err)
 	}
 	return err == nil && n == rg.Length
 }
+
+// copyBufSize is the size of the buffer a proxied range is copied
+// through; each proxied request in flight holds one.
+const copyBufSize = 256 << 10
+
+// copyBufs recycles copy buffers between proxied requests.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+// writerOnly is an io.Writer and nothing else, so io.CopyBuffer uses the
+// buffer it is given.
+type writerOnly struct{ w io.Writer }
+
+func (wo writerOnly) Write(p []byte) (int, error) { return wo.w.Write(p) }
 
 // failoverReader reads left bytes from off of the first replica that
 // works; when a replica fails (an error or a short body) it reopens the

@@ -55,8 +55,9 @@ func statusOf(err error) int {
 
 // servePut places a new file: 307 to the endpoint the placement rule picks
 // (the first healthy writable endpoint by priority, or round-robin over
-// the best priority with placement: spread), or, for proxied endpoints,
-// the federator writes it there itself.
+// the best priority with placement: spread), or, for proxied endpoints and
+// those whose redirected PUT would lose the checksum (S3: see
+// member.putProxy), the federator writes it there itself.
 func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
 	cands, down := writable(s, p, hops)
 	if len(cands) == 0 {
@@ -78,12 +79,12 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 	}
 	ep := m.endpointPath(p)
 	hold := s.cfg.MetadataCache.NegativeTTL.D()
-	if !m.proxy {
+	if !m.proxy && !m.putProxy {
 		u, err := endpoint.RedirectURL(r.Context(), m.ep, ep, endpoint.OpWrite)
 		if err == nil {
 			// The write happens after we answer: hold off caching "not
 			// found" for this path for a while.
-			s.cache.invalidate(p, hold)
+			s.invalidate(p, hold)
 			m.mm.redirects.Inc()
 			w.Header().Set("Location", u.String())
 			w.WriteHeader(http.StatusTemporaryRedirect)
@@ -96,7 +97,7 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 	}
 	start := time.Now()
 	err := m.ep.Put(ctx, ep, r.Body, r.ContentLength)
-	s.cache.invalidate(p, 0)
+	s.invalidate(p, 0)
 	if err != nil {
 		if ctx.Err() == nil {
 			f.requestResult(s, m, err, 0)
@@ -115,7 +116,7 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 // body saying which endpoint said what.
 func (f *Federator) serveDelete(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
 	e := f.locate(r.Context(), s, p, hops)
-	defer s.cache.invalidate(p, 0)
+	defer s.invalidate(p, 0)
 	if e.status != http.StatusOK {
 		f.writeMissing(w, r, s, p, e)
 		return
@@ -180,7 +181,7 @@ func (f *Federator) serveDelete(w http.ResponseWriter, r *http.Request, s *snaps
 // that could hold it: 201 when at least one did.
 func (f *Federator) serveMkcol(w http.ResponseWriter, r *http.Request, s *snapshot, p string) {
 	cands, down := writable(s, p, s.cfg.MaxHops) // never upstreams: they have their own
-	defer s.cache.invalidate(p, 0)
+	defer s.invalidate(p, 0)
 	if len(cands) == 0 {
 		if down > 0 {
 			w.Header().Set("Retry-After", retryAfter(s))

@@ -1,0 +1,260 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/bench"
+	"github.com/lakefed/lakefed/internal/bench/schedule"
+	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/testenv"
+)
+
+// serve runs h on a loopback port until the test ends.
+func serve(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// startStorage runs the storage role on a loopback port.
+func startStorage(t *testing.T) string {
+	t.Helper()
+	srv, err := storage.New(storage.Config{Root: t.TempDir()}, quiet)
+	if err != nil {
+		t.Fatalf("storage.New = %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("storage server did not stop within 15s")
+		}
+		srv.Close()
+	})
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// benchSetup runs short open and read tests against a storage role,
+// directly and through a federator, saves them to a store, and serves the
+// federator with the dashboard mounted at /ui as lakefed serve does.
+func benchSetup(t *testing.T) (base string, st *store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	siteURL := startStorage(t)
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "bench.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+
+	cfg := config.Config{Federation: &config.Federation{Endpoints: []config.Endpoint{
+		{Config: endpoint.Config{Name: "site-a", URL: siteURL}, Writable: true}}}}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	fed, err := federation.New(ctx, *cfg.Federation, federation.Options{Log: quiet})
+	if err != nil {
+		t.Fatalf("federation.New = %v", err)
+	}
+	t.Cleanup(func() { fed.Close() })
+	sched, err := schedule.New(schedule.Options{Config: config.Tests{WriteTest: true, MaxRequestsPerSecond: 1000},
+		Targets: schedule.FederatorTargets(fed), Store: st, Excluder: fed, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash := New(Options{Store: st, Federator: fed, Tests: sched, Log: quiet})
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", dash)
+	mux.Handle("/ui", dash)
+	mux.Handle("/", fed.Handler())
+	base = serve(t, mux)
+
+	newEP := func(ctx context.Context, c endpoint.Config) (endpoint.Endpoint, error) {
+		return kinds.New(ctx, c, slog.New(slog.DiscardHandler))
+	}
+	direct, err := bench.NewTarget(ctx, bench.TargetConfig{URL: siteURL, NewEndpoint: newEP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if _, err := bench.Prepare(ctx, direct, bench.PrepareOptions{OpenFiles: 40, ReadFiles: 4, ReadSize: 1 << 20,
+		ROOTEvents: 200, Common: bench.Common{Seed: 3}}); err != nil {
+		t.Fatalf("Prepare = %v", err)
+	}
+	viaFed, err := bench.NewTarget(ctx, bench.TargetConfig{URL: base + "/", Site: "site-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viaFed.Close()
+	for _, tg := range []*bench.Target{direct, viaFed} {
+		res, err := bench.Open(ctx, tg, bench.OpenOptions{Common: bench.Common{Speed: 100, Seed: 1, Reuse: true},
+			Ramp: bench.Ramp{Jobs: 8, Step: 2, Every: 10 * time.Second, Hold: 20 * time.Second}})
+		if err != nil {
+			t.Fatalf("Open(%s) = %v", tg, err)
+		}
+		if _, err := bench.Save(ctx, st, res, bench.Classify(res, bench.DefaultThresholds()), ""); err != nil {
+			t.Fatal(err)
+		}
+		rres, err := bench.Read(ctx, tg, bench.ReadOptions{Common: bench.Common{Speed: 200, Seed: 2, Reuse: true},
+			Ramp: bench.Ramp{Jobs: 6, Step: 2, Every: 60 * time.Second}, Block: 64 << 10})
+		if err != nil {
+			t.Fatalf("Read(%s) = %v", tg, err)
+		}
+		if _, err := bench.Save(ctx, st, rres, bench.Classify(rres, bench.DefaultThresholds()), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if res := sched.RunOnce(ctx); !res[0].OK {
+			t.Errorf("scheduled test of site-a failed: %s", res[0].Err)
+		}
+	}
+	dash.Sample()
+	return base, st
+}
+
+// TestBrowser loads /ui in headless Chromium after a short bench run: the
+// plots are in the DOM with their data points, and a screenshot of the
+// page is not blank.
+func TestBrowser(t *testing.T) {
+	chromium := testenv.Require(t, "chromium")
+	base, st := benchSetup(t)
+
+	runs, err := st.List(t.Context(), store.Filter{Kind: "open"})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("open runs = %d (%v), want 2", len(runs), err)
+	}
+	for _, page := range []struct {
+		path  string
+		plots []string
+	}{
+		{"/ui/", []string{"open-series", "read-series", "functional", "latency"}},
+		{"/ui/run/" + itoa(runs[0].ID), []string{"open-rate", "open-failures", "series-open"}},
+		{"/ui/compare?ids=" + itoa(runs[0].ID) + "," + itoa(runs[1].ID), []string{"open-rate"}},
+	} {
+		dom := runChromium(t, chromium, "--dump-dom", base+page.path)
+		pts := domPoints(dom)
+		for _, id := range page.plots {
+			if pts[id] == 0 {
+				t.Errorf("%s in Chromium: plot %q has no data points (plots: %v)", page.path, id, pts)
+			}
+		}
+	}
+
+	shot := filepath.Join(t.TempDir(), "ui.png")
+	if p := os.Getenv("LAKEFED_UI_SCREENSHOT"); p != "" {
+		shot = p // keep it for a human to look at
+	}
+	runChromium(t, chromium, "--screenshot="+shot, "--window-size=1280,2000", base+"/ui/")
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	colors, ink := inkStats(img)
+	b := img.Bounds()
+	if frac := float64(ink) / float64(b.Dx()*b.Dy()); colors < 16 || frac < 0.02 {
+		t.Errorf("screenshot looks blank: %d colours, %.3f of pixels not white", colors, frac)
+	}
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+// runChromium runs headless Chromium with a fresh profile and returns its
+// standard output.
+func runChromium(t *testing.T, chromium string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir()}, args...)
+	cmd := exec.CommandContext(ctx, chromium, all...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, errb.String())
+	}
+	return out.String()
+}
+
+var (
+	svgOpenRE = regexp.MustCompile(`<svg[^>]*data-plot="([^"]+)"`)
+	domPtRE   = regexp.MustCompile(`<circle[^>]*class="` + PointClass + `"`)
+)
+
+// domPoints counts the data points of each plot in a DOM dump.
+func domPoints(dom string) map[string]int {
+	out := map[string]int{}
+	locs := svgOpenRE.FindAllStringSubmatchIndex(dom, -1)
+	for i, l := range locs {
+		end := len(dom)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		id := dom[l[2]:l[3]]
+		out[id] += len(domPtRE.FindAllString(dom[l[0]:end], -1))
+	}
+	return out
+}
+
+// inkStats counts the distinct colours of img and its pixels that are not
+// (near) white.
+func inkStats(img image.Image) (colors, ink int) {
+	seen := map[uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			r, g, bl = r>>8, g>>8, bl>>8
+			if len(seen) < 4096 {
+				seen[r<<16|g<<8|bl] = true
+			}
+			if r < 240 || g < 240 || bl < 240 {
+				ink++
+			}
+		}
+	}
+	return len(seen), ink
+}

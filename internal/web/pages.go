@@ -1,0 +1,642 @@
+package web
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/bench/schedule"
+	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/federation"
+)
+
+// benchKinds are the run kinds the runs table lists (functional runs of
+// the scheduled tests have their own section).
+var benchKinds = []string{"open", "read", "io", "root"}
+
+// namedPlot is one rendered plot of a page.
+type namedPlot struct {
+	ID    string
+	Title string
+	SVG   template.HTML
+	Note  string
+}
+
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.Local().Format("2006-01-02 15:04:05")
+	},
+	"dur": func(r store.Run) string {
+		if r.Ended.IsZero() {
+			return "—"
+		}
+		return fmtDur(r.Ended.Sub(r.Started))
+	},
+	"ms": func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) },
+	"f1": func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"class": func(c string) string {
+		switch c {
+		case "ok":
+			return "ok"
+		case "to debug":
+			return "bad"
+		}
+		return "none"
+	},
+	"figure": keyFigure,
+	"label":  protoLabel,
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
+
+// summaryMap decodes a run's summary.
+func summaryMap(r store.Run) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(r.Summary, &m)
+	return m
+}
+
+func num(m map[string]any, k string) float64 {
+	if v, ok := m[k].(float64); ok {
+		return v
+	}
+	return math.NaN()
+}
+
+// keyFigure is the one number the runs table shows for a run.
+func keyFigure(r store.Run) string {
+	m := summaryMap(r)
+	switch r.Kind {
+	case "open":
+		return fmt.Sprintf("%.0f / %.0f Hz, %.1f%% failed", num(m, "observed_rate"), num(m, "expected_rate"),
+			100*num(m, "fail_frac"))
+	case "read":
+		return fmt.Sprintf("%.0f of %.0f jobs, block %.3g s", num(m, "sustained_last"), num(m, "target_jobs"),
+			num(m, "mean_block_time"))
+	case "io":
+		if v, ok := m["verified"].(bool); ok && v {
+			return "verified"
+		}
+		return "not verified"
+	case "root":
+		return fmt.Sprintf("%.0f calls", num(m, "calls"))
+	}
+	return ""
+}
+
+// protoLabel names the way a run reached its site, for the per-endpoint
+// and per-protocol time series: the protocol from the target's scheme,
+// and "via federator" when a site was pinned through one.
+func protoLabel(r store.Run) string {
+	u, err := url.Parse(r.Target)
+	if err != nil {
+		return r.Site
+	}
+	proto := map[string]string{"http": "HTTP/WebDAV", "https": "HTTPS/WebDAV", "dav": "WebDAV", "davs": "WebDAV",
+		"root": "XRootD", "roots": "XRootD", "s3": "S3", "file": "POSIX"}[strings.ToLower(u.Scheme)]
+	if proto == "" {
+		proto = u.Scheme
+	}
+	if r.Site != "" && r.Site != u.Host {
+		return fmt.Sprintf("%s via federator → %s", proto, r.Site)
+	}
+	return fmt.Sprintf("%s %s", proto, cmp.Or(u.Host, r.Site))
+}
+
+// recentBenchRuns lists the newest bench runs of every bench kind.
+func (d *Dashboard) recentBenchRuns(ctx context.Context, n int) ([]store.Run, error) {
+	var all []store.Run
+	for _, k := range benchKinds {
+		runs, err := d.o.Store.List(ctx, store.Filter{Kind: k, Limit: n})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, runs...)
+	}
+	slices.SortFunc(all, func(a, b store.Run) int { return cmp.Compare(b.ID, a.ID) })
+	if len(all) > n {
+		all = all[:n]
+	}
+	return all, nil
+}
+
+// siteRow is one row of the site table.
+type siteRow struct {
+	store.SiteStatus
+	History []store.Run
+}
+
+type overview struct {
+	Now        time.Time
+	Endpoints  []federation.EndpointStatus
+	Excluded   map[string]bool
+	Tests      *schedule.Status
+	Sites      []siteRow
+	Runs       []store.Run
+	Plots      []namedPlot
+	HealthPlot []namedPlot
+}
+
+func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ov := overview{Now: time.Now(), Excluded: map[string]bool{}}
+	if f := d.o.Federator; f != nil {
+		ov.Endpoints = f.Endpoints()
+		for _, e := range ov.Endpoints {
+			ov.Excluded[e.Name] = f.Excluded(e.Name)
+		}
+	}
+	if d.o.Tests != nil {
+		st := d.o.Tests.Status()
+		ov.Tests = &st
+	}
+	sites, err := d.o.Store.Sites(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	var fnSeries []series
+	for _, s := range sites {
+		h, err := d.o.Store.SiteHistory(ctx, s.Site, s.Kind, 24)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		ov.Sites = append(ov.Sites, siteRow{SiteStatus: s, History: h})
+		if s.Kind == schedule.Kind {
+			fnSeries = append(fnSeries, functionalSeries(s.Site, h, ov.Now))
+		}
+	}
+	if ov.Runs, err = d.recentBenchRuns(ctx, d.o.RecentRuns); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if p, err := d.healthPlots(fnSeries, ov.Now); err != nil {
+		d.fail(w, r, err)
+		return
+	} else {
+		ov.HealthPlot = p
+	}
+	for _, k := range []struct{ kind, title string }{
+		{"open", "Open time per endpoint and protocol"},
+		{"read", "Block read time per endpoint and protocol"},
+	} {
+		p, err := d.protocolSeries(ctx, ov.Runs, k.kind, k.title)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		if p.SVG != "" {
+			ov.Plots = append(ov.Plots, p)
+		}
+	}
+	d.render(w, r, "overview.html", ov)
+}
+
+// functionalSeries turns a site's functional runs into a latency series
+// (minutes before now, ms).
+func functionalSeries(site string, h []store.Run, now time.Time) series {
+	s := series{Name: site, Line: true}
+	for _, run := range h {
+		lat := num(summaryMap(run), "latency")
+		if math.IsNaN(lat) {
+			continue
+		}
+		s.X = append(s.X, run.Started.Sub(now).Minutes())
+		s.Y = append(s.Y, lat*1000)
+	}
+	return s
+}
+
+func (d *Dashboard) healthPlots(fn []series, now time.Time) ([]namedPlot, error) {
+	var out []namedPlot
+	hist := d.history()
+	names := make([]string, 0, len(hist))
+	for n := range hist {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var ring []series
+	for _, n := range names {
+		s := series{Name: n, Line: true}
+		for _, p := range hist[n] {
+			s.X = append(s.X, p.T.Sub(now).Minutes())
+			s.Y = append(s.Y, p.LatencyMS)
+		}
+		ring = append(ring, s)
+	}
+	for _, p := range []struct {
+		id, title string
+		s         []series
+	}{
+		{"latency", "Endpoint latency (federator probes, EWMA)", ring},
+		{"functional", "Scheduled tests: stat latency", fn},
+	} {
+		svg, err := renderSVG(plotSpec{ID: p.id, Title: p.title, XLabel: "minutes ago", YLabel: "latency (ms)",
+			Series: p.s, YMin0: true})
+		if err != nil {
+			return nil, err
+		}
+		if svg != "" {
+			out = append(out, namedPlot{ID: p.id, Title: p.title, SVG: svg})
+		}
+	}
+	return out, nil
+}
+
+// protocolSeries draws the time series of operation times of the latest
+// run of kind for each way of reaching a site (protocol and endpoint), as
+// the Dynafed study drew direct WebDAV against the federation against
+// XRootD.
+func (d *Dashboard) protocolSeries(ctx context.Context, runs []store.Run, kind, title string) (namedPlot, error) {
+	seen := map[string]bool{}
+	var ss []series
+	for _, run := range runs {
+		if run.Kind != kind || run.Status == store.StatusFailed {
+			continue
+		}
+		l := protoLabel(run)
+		if seen[l] || len(ss) >= 6 {
+			continue
+		}
+		seen[l] = true
+		t, v, err := d.o.Store.SampleSeries(ctx, run.ID, kind, 300)
+		if err != nil {
+			return namedPlot{}, err
+		}
+		s := series{Name: fmt.Sprintf("#%d %s", run.ID, l), X: t}
+		for _, x := range v {
+			s.Y = append(s.Y, x*1000)
+		}
+		ss = append(ss, s)
+	}
+	id := kind + "-series"
+	svg, err := renderSVG(plotSpec{ID: id, Title: title, XLabel: "time in run (s)", YLabel: kind + " time (ms)",
+		Series: ss, YMin0: true, W: 640, H: 280})
+	return namedPlot{ID: id, Title: title, SVG: svg}, err
+}
+
+// kv is one row of a summary table.
+type kv struct {
+	Key, Value string
+}
+
+func flatten(m map[string]any) []kv {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]kv, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, kv{k, fmtValue(m[k])})
+	}
+	return out
+}
+
+func fmtValue(v any) string {
+	switch x := v.(type) {
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+			return fmt.Sprintf("%.0f", x)
+		}
+		return fmt.Sprintf("%.4g", x)
+	case nil:
+		return ""
+	case string:
+		return x
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+type runPage struct {
+	Run     store.Run
+	Summary []kv
+	Params  []kv
+	Steps   []store.Step
+	Plots   []namedPlot
+	Label   string
+}
+
+func (d *Dashboard) serveRun(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	run, err := d.o.Store.Get(r.Context(), id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	steps, err := d.o.Store.Steps(r.Context(), id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	plots, err := d.runPlots(r.Context(), []store.Run{run}, [][]store.Step{steps})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	var params map[string]any
+	_ = json.Unmarshal(run.Params, &params)
+	d.render(w, r, "run.html", runPage{Run: run, Summary: flatten(summaryMap(run)), Params: flatten(params),
+		Steps: steps, Plots: plots, Label: protoLabel(run)})
+}
+
+// stepSeries makes one series per run of f(step) against x(step).
+func stepSeries(runs []store.Run, steps [][]store.Step, name func(store.Run) string,
+	x, y func(store.Step) float64, kind string) []series {
+	var out []series
+	for i, run := range runs {
+		if run.Kind != kind {
+			continue
+		}
+		s := series{Name: name(run), Line: true}
+		for _, st := range steps[i] {
+			s.X = append(s.X, x(st))
+			s.Y = append(s.Y, y(st))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// runPlots draws the plots of one run, or the overlaid plots of several
+// (compare). Each run is a series named after it.
+func (d *Dashboard) runPlots(ctx context.Context, runs []store.Run, steps [][]store.Step) ([]namedPlot, error) {
+	name := func(r store.Run) string {
+		if len(runs) == 1 {
+			return ""
+		}
+		return fmt.Sprintf("#%d %s", r.ID, r.Site)
+	}
+	expected := func(s store.Step) float64 { return s.Expected }
+	jobs := func(s store.Step) float64 { return float64(s.Jobs) }
+	specs := []plotSpec{
+		{ID: "open-rate", Title: "Observed against expected open rate", XLabel: "expected rate (Hz)",
+			YLabel: "observed rate (Hz)", Diagonal: true,
+			Series: stepSeries(runs, steps, name, expected, func(s store.Step) float64 { return s.Observed }, "open")},
+		{ID: "open-failures", Title: "Failure fraction against expected rate", XLabel: "expected rate (Hz)",
+			YLabel: "failed opens (fraction)", YMin0: true,
+			Series: stepSeries(runs, steps, name, expected, func(s store.Step) float64 { return s.FailFrac }, "open")},
+		{ID: "open-time", Title: "Open time (median) against expected rate", XLabel: "expected rate (Hz)",
+			YLabel: "open time p50 (ms)", YMin0: true,
+			Series: stepSeries(runs, steps, name, expected, func(s store.Step) float64 { return s.P50 * 1000 }, "open")},
+		{ID: "read-blocktime", Title: "Average block read time against jobs", XLabel: "jobs",
+			YLabel: "mean block read time (s)", YMin0: true,
+			Series: stepSeries(runs, steps, name, jobs, func(s store.Step) float64 { return s.Mean }, "read")},
+		{ID: "read-rate", Title: "Total read rate against jobs", XLabel: "jobs", YLabel: "MB/s", YMin0: true,
+			Series: readRate(runs, steps, name)},
+		{ID: "read-iowait", Title: "Time waiting for I/O against jobs", XLabel: "jobs",
+			YLabel: "fraction of job time", YMin0: true,
+			Series: stepSeries(runs, steps, name, jobs, func(s store.Step) float64 { return s.IOWait }, "read")},
+	}
+	var out []namedPlot
+	for _, sp := range specs {
+		svg, err := renderSVG(sp)
+		if err != nil {
+			return nil, err
+		}
+		if svg != "" {
+			out = append(out, namedPlot{ID: sp.ID, Title: sp.Title, SVG: svg})
+		}
+	}
+	// Time series of every sample kind of the runs.
+	ts, err := d.sampleSeries(ctx, runs, name)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, ts...), nil
+}
+
+func readRate(runs []store.Run, steps [][]store.Step, name func(store.Run) string) []series {
+	var out []series
+	for i, run := range runs {
+		if run.Kind != "read" {
+			continue
+		}
+		obs := series{Name: strings.TrimSpace(name(run) + " observed"), Line: true}
+		exp := series{Name: strings.TrimSpace(name(run) + " expected"), Line: true}
+		for _, st := range steps[i] {
+			obs.X, obs.Y = append(obs.X, float64(st.Jobs)), append(obs.Y, st.Observed/1e6)
+			exp.X, exp.Y = append(exp.X, float64(st.Jobs)), append(exp.Y, st.Expected/1e6)
+		}
+		out = append(out, obs, exp)
+	}
+	return out
+}
+
+// sampleSeries draws, per sample kind, the operation times against time in
+// the run.
+func (d *Dashboard) sampleSeries(ctx context.Context, runs []store.Run, name func(store.Run) string) ([]namedPlot, error) {
+	byKind := map[string][]series{}
+	var kinds []string
+	for _, run := range runs {
+		ks := []string{run.Kind}
+		if run.Kind != "open" && run.Kind != "read" {
+			var err error
+			if ks, err = d.sampleKinds(ctx, run.ID); err != nil {
+				return nil, err
+			}
+		}
+		for _, k := range ks {
+			t, v, err := d.o.Store.SampleSeries(ctx, run.ID, k, 500)
+			if err != nil {
+				return nil, err
+			}
+			if len(t) == 0 {
+				continue
+			}
+			s := series{Name: name(run), X: t}
+			for _, x := range v {
+				s.Y = append(s.Y, x*1000)
+			}
+			if _, ok := byKind[k]; !ok {
+				kinds = append(kinds, k)
+			}
+			byKind[k] = append(byKind[k], s)
+		}
+	}
+	var out []namedPlot
+	for _, k := range kinds {
+		id := "series-" + k
+		title := fmt.Sprintf("%s time during the run", k)
+		svg, err := renderSVG(plotSpec{ID: id, Title: title, XLabel: "time in run (s)", YLabel: k + " time (ms)",
+			Series: byKind[k], YMin0: true, W: 640, H: 260})
+		if err != nil {
+			return nil, err
+		}
+		if svg != "" {
+			out = append(out, namedPlot{ID: id, Title: title, SVG: svg})
+		}
+	}
+	return out, nil
+}
+
+// sampleKinds lists the sample kinds of a run (io, root and functional
+// runs have several), from a bounded look at its samples.
+func (d *Dashboard) sampleKinds(ctx context.Context, id int64) ([]string, error) {
+	ss, err := d.o.Store.Samples(ctx, id, store.SampleFilter{Limit: 2000})
+	if err != nil {
+		return nil, err
+	}
+	var ks []string
+	for _, s := range ss {
+		if !slices.Contains(ks, s.Kind) {
+			ks = append(ks, s.Kind)
+		}
+	}
+	return ks, nil
+}
+
+// servePlot serves one plot of a run as an SVG file:
+// /ui/plot/run/{id}/{name}.svg, name as the run page's plot IDs.
+func (d *Dashboard) servePlot(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	name, ok := strings.CutSuffix(r.PathValue("name"), ".svg")
+	if !ok {
+		d.fail(w, r, badRequest("plot names end in .svg"))
+		return
+	}
+	run, err := d.o.Store.Get(r.Context(), id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	steps, err := d.o.Store.Steps(r.Context(), id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	plots, err := d.runPlots(r.Context(), []store.Run{run}, [][]store.Step{steps})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	for _, p := range plots {
+		if p.ID == name {
+			w.Header().Set("Content-Type", "image/svg+xml")
+			_, _ = w.Write([]byte(`<?xml version="1.0"?>` + "\n" + string(p.SVG)))
+			return
+		}
+	}
+	http.Error(w, fmt.Sprintf("web: run %d has no plot %q", id, name), http.StatusNotFound)
+}
+
+type compareRow struct {
+	Key    string
+	Values []string
+	Differ bool
+}
+
+type comparePage struct {
+	Runs  []store.Run
+	Rows  []compareRow
+	Plots []namedPlot
+	IDs   string
+}
+
+func (d *Dashboard) serveCompare(w http.ResponseWriter, r *http.Request) {
+	ids, err := parseIDs(r.URL.Query()["ids"])
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	var (
+		runs  []store.Run
+		steps [][]store.Step
+		sums  []map[string]any
+		keys  []string
+	)
+	for _, id := range ids {
+		run, err := d.o.Store.Get(r.Context(), id)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		st, err := d.o.Store.Steps(r.Context(), id)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		runs, steps = append(runs, run), append(steps, st)
+		m := summaryMap(run)
+		sums = append(sums, m)
+		for k := range m {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	page := comparePage{Runs: runs}
+	fixed := []struct {
+		key string
+		val func(store.Run) string
+	}{
+		{"kind", func(r store.Run) string { return r.Kind }},
+		{"site", func(r store.Run) string { return r.Site }},
+		{"route", protoLabel},
+		{"started", func(r store.Run) string { return r.Started.Local().Format("2006-01-02 15:04:05") }},
+		{"classification", func(r store.Run) string { return r.Classification }},
+	}
+	for _, f := range fixed {
+		row := compareRow{Key: f.key}
+		for _, run := range runs {
+			row.Values = append(row.Values, f.val(run))
+		}
+		page.Rows = append(page.Rows, row.mark())
+	}
+	for _, k := range keys {
+		row := compareRow{Key: k}
+		for _, m := range sums {
+			row.Values = append(row.Values, fmtValue(m[k]))
+		}
+		page.Rows = append(page.Rows, row.mark())
+	}
+	if page.Plots, err = d.runPlots(r.Context(), runs, steps); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	var s []string
+	for _, id := range ids {
+		s = append(s, fmt.Sprint(id))
+	}
+	page.IDs = strings.Join(s, ",")
+	d.render(w, r, "compare.html", page)
+}
+
+func (c compareRow) mark() compareRow {
+	for _, v := range c.Values[1:] {
+		if v != c.Values[0] {
+			c.Differ = true
+		}
+	}
+	return c
+}
