@@ -65,38 +65,8 @@ func queryChecksum(ctx context.Context, addr, user, rp string, short, long time.
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	// Handshake: five 32-bit words, 0 0 0 4 2012.
-	hs := make([]byte, 20)
-	binary.BigEndian.PutUint32(hs[12:], 4)
-	binary.BigEndian.PutUint32(hs[16:], 2012)
-	if _, err := c.Write(hs); err != nil {
+	if err := login(c, user); err != nil {
 		return "", err
-	}
-	if _, _, _, err := readFrame(c); err != nil {
-		return "", fmt.Errorf("handshake: %w", err)
-	}
-
-	// kXR_login: pid, 8-byte user name, ability2, ability, capver, role.
-	login := make([]byte, 24)
-	binary.BigEndian.PutUint16(login[0:], 1)
-	binary.BigEndian.PutUint16(login[2:], reqLogin)
-	binary.BigEndian.PutUint32(login[4:], uint32(os.Getpid()))
-	copy(login[8:16], user)
-	login[18] = 5 // capver: protocol version 5, no async capability claimed
-	if _, err := c.Write(login); err != nil {
-		return "", err
-	}
-	st, body, err := readAnswer(c, [2]byte{0, 1})
-	if err != nil {
-		return "", fmt.Errorf("login: %w", err)
-	}
-	if st != stOK {
-		return "", fmt.Errorf("login: unexpected status %d", st)
-	}
-	if len(body) > 16 {
-		// The server asks for authentication (security info follows the
-		// session id); none of go-hep's or ours is offered here.
-		return "", xrdproto.ServerError{Code: codeNotAuthorized, Message: "server requires authentication for checksum queries"}
 	}
 
 	// kXR_query kXR_Qcksum: infotype, reserved, fhandle, reserved, path.
@@ -130,15 +100,61 @@ func queryChecksum(ctx context.Context, addr, user, rp string, short, long time.
 				return "", ctx.Err()
 			}
 		}
+		if st == stRedirect {
+			return "", xrdproto.ServerError{Code: codeUnsupported, Message: "redirect on checksum query (redirectors are not followed here)"}
+		}
 		return string(body), nil
 	}
 	return "", errors.New("query: server kept asking to wait")
 }
 
+// errNeedsAuth is login's answer when the server asks for authentication
+// (security information follows the session id): neither this file nor
+// direct.go offers any.
+var errNeedsAuth = xrdproto.ServerError{Code: codeNotAuthorized, Message: "server requires authentication"}
+
+// login does the initial handshake and kXR_login (stream id 0,1) on a
+// fresh connection c, under whatever deadline c has.
+func login(c io.ReadWriter, user string) error {
+	// Handshake: five 32-bit words, 0 0 0 4 2012.
+	hs := make([]byte, 20)
+	binary.BigEndian.PutUint32(hs[12:], 4)
+	binary.BigEndian.PutUint32(hs[16:], 2012)
+	if _, err := c.Write(hs); err != nil {
+		return err
+	}
+	if _, _, _, err := readFrame(c); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+
+	// kXR_login: pid, 8-byte user name, ability2, ability, capver, role.
+	req := make([]byte, 24)
+	binary.BigEndian.PutUint16(req[0:], 1)
+	binary.BigEndian.PutUint16(req[2:], reqLogin)
+	binary.BigEndian.PutUint32(req[4:], uint32(os.Getpid()))
+	copy(req[8:16], user)
+	req[18] = 5 // capver: protocol version 5, no async capability claimed
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	st, body, err := readAnswer(c, [2]byte{0, 1})
+	if err != nil {
+		return fmt.Errorf("login: %w", err)
+	}
+	if st != stOK {
+		return fmt.Errorf("login: unexpected status %d", st)
+	}
+	if len(body) > 16 {
+		return errNeedsAuth
+	}
+	return nil
+}
+
 // readAnswer reads frames until the final answer for stream sid: it
 // gathers kXR_oksofar parts, waits out kXR_waitresp for the kXR_attn
 // kXR_asynresp that carries the real answer, and turns kXR_error into an
-// xrdproto.ServerError. It returns kXR_ok or kXR_wait with the body.
+// xrdproto.ServerError. It returns kXR_ok, kXR_wait or kXR_redirect with
+// the body.
 func readAnswer(r io.Reader, sid [2]byte) (int, []byte, error) {
 	var acc []byte
 	for {
@@ -182,7 +198,7 @@ func readAnswer(r io.Reader, sid [2]byte) (int, []byte, error) {
 			}
 			return 0, nil, se
 		case stRedirect:
-			return 0, nil, xrdproto.ServerError{Code: codeUnsupported, Message: "redirect on checksum query (redirectors are not followed here)"}
+			return st, body, nil
 		case stAuthMore:
 			return 0, nil, xrdproto.ServerError{Code: codeNotAuthorized, Message: "server requires authentication"}
 		default:

@@ -69,13 +69,13 @@ func (s *session) kill() {
 		close(s.dead)
 		s.mu.Lock()
 		s.killed = true
-		cli := s.cli
 		s.mu.Unlock()
-		if cli != nil {
-			// Close may block on a request whose caller has left
-			// (go-hep's mux); it holds nothing of ours.
-			go func() { _ = cli.Close() }()
-		}
+		// go-hep's Client.Close is not called: it iterates the session
+		// map without a lock while a request still in flight may write
+		// it (a data race inside go-hep), and it may block on a request
+		// whose caller has left. With the session context cancelled and
+		// the relay's connections cut, go-hep's goroutines end by
+		// themselves.
 	})
 }
 

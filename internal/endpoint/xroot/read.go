@@ -2,6 +2,7 @@ package xroot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -77,12 +78,16 @@ func (e *Endpoint) closeFile(s *session, f xrdfs.File, pending ...<-chan error) 
 }
 
 // Open reads n bytes of p from off (n < 0: to the end). It opens the file
-// (one round trip, which also gives its size), then streams it with up to
-// ReadAhead kXR_read requests of ChunkSize in flight. Each chunk must
-// arrive within Timeout. off beyond the size, and a directory, wrap
-// ErrRefused; a range running past the end is cut at the end (the size
-// at open). A file that shrinks while it is read gives a reader error
-// wrapping io.ErrUnexpectedEOF. The reader honours ctx.
+// (kXR_open, which also gives its size), then streams it with a few
+// large kXR_read requests in flight, on a connection of its own (direct.go
+// explains why); for servers that need authentication or redirect it goes
+// through the shared go-hep session instead, with ReadAhead kXR_reads of
+// ChunkSize in flight. The
+// server must send something at least every Timeout. off beyond the
+// size, and a directory, wrap ErrRefused; a range running past the end
+// is cut at the end (the size at open). A file that shrinks while it is
+// read gives a reader error wrapping io.ErrUnexpectedEOF. The reader
+// honours ctx.
 func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
 	if off < 0 {
 		return nil, fmt.Errorf("xroot: open %q: %w: negative offset", p, endpoint.ErrRefused)
@@ -90,6 +95,22 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	rp, err := e.remote(p)
 	if err != nil {
 		return nil, wrapErr("open", p, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, wrapErr("open", p, ctxErr(ctx))
+	}
+	if e.isClosed() {
+		return nil, fmt.Errorf("xroot: open %q: %w: endpoint closed", p, endpoint.ErrUnavailable)
+	}
+	if !e.noDirect.Load() {
+		rc, err := e.openDirect(ctx, p, rp, off, n)
+		switch {
+		case errors.Is(err, errFallback):
+			e.noDirect.Store(true)
+			e.log.Debug("xroot direct reads off: server needs authentication or redirects", "addr", e.addr)
+		case !errors.Is(err, errTryGoHEP):
+			return rc, err
+		}
 	}
 	s, f, size, err := e.openFile(ctx, "open", p, rp)
 	if err != nil {

@@ -5,7 +5,7 @@
 //
 //	ep, err := xroot.New(ctx, endpoint.Config{Name: "t2", URL: "root://xrd.example.org:1094//store"}, nil)
 //	info, err := ep.Stat(ctx, "/data/f.root")        // kXR_stat on /store/data/f.root
-//	rc, err := ep.Open(ctx, "/data/f.root", 0, -1)   // pipelined kXR_read
+//	rc, err := ep.Open(ctx, "/data/f.root", 0, -1)   // pipelined kXR_read, own connection
 //	sum, err := ep.Checksum(ctx, "/data/f.root", "adler32") // kXR_query checksum
 //	bufs, err := ep.ReadV(ctx, "/data/f.root", []xroot.Range{{0, 100}, {4096, 100}})
 //
@@ -17,7 +17,10 @@
 // Every path is stripped of CGI ("?..."), cleaned and refused if it tries
 // to climb out ("..") before anything is sent. One go-hep client (one
 // multiplexed TCP connection, plus kXR_bind data connections for writes)
-// serves all calls of an endpoint; it is re-dialled when it breaks. Every
+// serves all calls of an endpoint but two; it is re-dialled when it
+// breaks. Open streams on a connection of its own, speaking kXR_read by
+// hand (direct.go: go-hep's reads copy every byte twice), and so does
+// Checksum (cksum.go). Every
 // call is bounded by the endpoint's Timeout, so a dead or silent server
 // gives ErrUnavailable, never a hang (conn.go explains how go-hep is kept
 // from hanging or panicking).
@@ -36,6 +39,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go-hep.org/x/hep/xrootd/xrdfs"
@@ -47,9 +51,11 @@ import (
 // DefaultPort is XRootD's registered port, used when the URL has none.
 const DefaultPort = "1094"
 
-// ChunkSize is the length of one kXR_read or kXR_write request. Reads keep
+// ChunkSize is the length of one kXR_write request, and of one kXR_read
+// when reads go through go-hep (servers that need authentication or
+// redirect; direct.go has the usual read path). Those reads keep
 // ReadAhead of them in flight, so a stream is not bound by the round trip.
-// Together they bound the memory one open reader holds (16 MiB).
+// Together they bound the memory one such reader holds (16 MiB).
 const (
 	ChunkSize = 8 << 20
 	ReadAhead = 2
@@ -77,6 +83,9 @@ type Endpoint struct {
 	cur     *session   // live session, or nil
 	dialing *dialCall  // dial in progress, or nil
 	closed  bool
+
+	noDirect  atomic.Bool // the server made a direct read fall back (direct.go); use go-hep from now on
+	readChunk int64       // kXR_read length on the direct path: directChunk (tests make it small)
 }
 
 // dialCall is one dial that concurrent callers share.
@@ -137,6 +146,8 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		user:    user,
 		base:    base,
 		timeout: cfg.TimeoutOrDefault(),
+
+		readChunk: directChunk,
 	}
 	if cfg.HTTPURL != "" {
 		hu, err := url.Parse(cfg.HTTPURL)
@@ -169,6 +180,13 @@ func (e *Endpoint) Close() error {
 	}
 	e.wg.Wait()
 	return nil
+}
+
+// isClosed reports whether Close has been called.
+func (e *Endpoint) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
 }
 
 // remote turns an endpoint path into the server path: CGI stripped, cleaned
@@ -260,7 +278,23 @@ func (e *Endpoint) do(ctx context.Context, d time.Duration, f func(s *session) e
 	if err != nil {
 		return err
 	}
-	return e.await(ctx, s, d, func() error { return f(s) })
+	err = e.await(ctx, s, d, func() error { return f(s) })
+	var ab abandoned
+	if err != nil && ctx.Err() == nil && !s.alive() && !errors.As(err, &ab) {
+		// The session died under the call, killed by another call's
+		// failure or a broken connection, not by this caller, and the
+		// call has returned (an abandoned one may still be running, and
+		// f writes its caller's variables): try once more on a fresh
+		// session. The calls made through do are single
+		// requests (stat, dirlist, mkdir -p, rm, rmdir); a retried rm
+		// whose first try did land reports ErrNotFound.
+		s, err2 := e.session(ctx)
+		if err2 != nil {
+			return err
+		}
+		err = e.await(ctx, s, d, func() error { return f(s) })
+	}
+	return err
 }
 
 // await runs f (a call on s, made with s.sctx) and waits for it, the
@@ -268,6 +302,16 @@ func (e *Endpoint) do(ctx context.Context, d time.Duration, f func(s *session) e
 func (e *Endpoint) await(ctx context.Context, s *session, d time.Duration, f func() error) error {
 	return e.wait(ctx, s, d, start(f))
 }
+
+// errLost is wait's answer when the session died before the call
+// returned.
+var errLost = fmt.Errorf("%w: connection lost", endpoint.ErrUnavailable)
+
+// abandoned marks wait's answer when it stopped waiting for a call that
+// may still be running (session lost, no answer in time).
+type abandoned struct{ error }
+
+func (a abandoned) Unwrap() error { return a.error }
 
 // start runs f in a goroutine and returns where its error will arrive.
 // f must be a call on a session made with the session's context: it ends
@@ -290,10 +334,10 @@ func (e *Endpoint) wait(ctx context.Context, s *session, d time.Duration, done <
 		return err
 	case <-t.C:
 		e.drop(s, "no answer within timeout")
-		return fmt.Errorf("%w: no answer within %v", endpoint.ErrUnavailable, d)
+		return abandoned{fmt.Errorf("%w: no answer within %v", endpoint.ErrUnavailable, d)}
 	case <-s.dead:
 		t.Stop()
-		return fmt.Errorf("%w: connection lost", endpoint.ErrUnavailable)
+		return abandoned{errLost}
 	case <-ctx.Done():
 		e.watch(s, t, done)
 		return ctxErr(ctx)
