@@ -115,6 +115,20 @@ func (bf *benchFlags) common(p bench.Progress) bench.Common {
 	return bench.Common{Speed: bf.speed, Seed: bf.seed, Reuse: bf.reuse, Keep: bf.keep, Progress: p}
 }
 
+// runOne runs one test with a fresh progress display, then records and
+// prints its result, or records its failure. params is what the run is
+// stored with (the test's options, read after test has filled them).
+func (bf *benchFlags) runOne(ctx context.Context, stdout io.Writer, kind, target string, params any,
+	test func(bench.Common) (*bench.Result, error)) error {
+	started := time.Now()
+	res, err := test(bf.common(newBenchProgress(os.Stderr)))
+	if err != nil {
+		bf.saveFailure(ctx, kind, target, params, started, err)
+		return err
+	}
+	return bf.finish(ctx, stdout, res)
+}
+
 // target builds the bench target for URL: lean HTTP for http(s), the
 // endpoint layer (kinds.New) for the other schemes and for writes.
 func (bf *benchFlags) target(ctx context.Context, rawURL string) (*bench.Target, error) {
@@ -248,14 +262,10 @@ func benchOpen(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer t.Close()
-	o.Common = bf.common(newBenchProgress(os.Stderr))
-	started := time.Now()
-	res, err := bench.Open(ctx, t, o)
-	if err != nil {
-		bf.saveFailure(ctx, "open", u, o, started, err)
-		return err
-	}
-	return bf.finish(ctx, stdout, res)
+	return bf.runOne(ctx, stdout, "open", u, &o, func(c bench.Common) (*bench.Result, error) {
+		o.Common = c
+		return bench.Open(ctx, t, o)
+	})
 }
 
 func benchRead(ctx context.Context, stdout io.Writer, args []string) error {
@@ -281,14 +291,10 @@ func benchRead(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer t.Close()
-	o.Common = bf.common(newBenchProgress(os.Stderr))
-	started := time.Now()
-	res, err := bench.Read(ctx, t, o)
-	if err != nil {
-		bf.saveFailure(ctx, "read", u, o, started, err)
-		return err
-	}
-	return bf.finish(ctx, stdout, res)
+	return bf.runOne(ctx, stdout, "read", u, &o, func(c bench.Common) (*bench.Result, error) {
+		o.Common = c
+		return bench.Read(ctx, t, o)
+	})
 }
 
 func benchIO(ctx context.Context, stdout io.Writer, args []string) error {
@@ -309,14 +315,10 @@ func benchIO(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer t.Close()
-	o.Common = bf.common(newBenchProgress(os.Stderr))
-	started := time.Now()
-	res, err := bench.IO(ctx, t, o)
-	if err != nil {
-		bf.saveFailure(ctx, "io", u, o, started, err)
-		return err
-	}
-	return bf.finish(ctx, stdout, res)
+	return bf.runOne(ctx, stdout, "io", u, &o, func(c bench.Common) (*bench.Result, error) {
+		o.Common = c
+		return bench.IO(ctx, t, o)
+	})
 }
 
 func benchROOT(ctx context.Context, stdout io.Writer, args []string) error {
@@ -358,17 +360,14 @@ func benchROOT(ctx context.Context, stdout io.Writer, args []string) error {
 	defer t.Close()
 	for i, pf := range modes {
 		o.Prefetch = pf
-		o.Common = bf.common(newBenchProgress(os.Stderr))
-		started := time.Now()
-		res, err := bench.ROOT(ctx, t, o)
-		if err != nil {
-			bf.saveFailure(ctx, "root", u, o, started, err)
-			return err
-		}
 		if i > 0 && !bf.jsonOut {
 			fmt.Fprintln(stdout)
 		}
-		if err := bf.finish(ctx, stdout, res); err != nil {
+		err := bf.runOne(ctx, stdout, "root", u, &o, func(c bench.Common) (*bench.Result, error) {
+			o.Common = c
+			return bench.ROOT(ctx, t, o)
+		})
+		if err != nil {
 			return err
 		}
 	}
