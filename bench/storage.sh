@@ -3,21 +3,29 @@
 # XRootD's HTTP door (XrdHttp), all serving the same directory on loopback,
 # measured in one run so the ratios hold on a shared, noisy machine.
 #
-#   bench/storage.sh            # 1 GiB file, 10 s HEAD runs
-#   SIZE_MB=256 HEAD_SECS=5 bench/storage.sh
+#   bench/storage.sh            # 1 GiB file, 300,000 HEADs per server, 3 rounds
+#   SIZE_MB=256 HEAD_N=100000 ROUNDS=5 bench/storage.sh
 #
 # It measures: GET of a SIZE_MB file with 1 and with 16 parallel clients
 # (curl, body discarded; aggregate MB/s), PUT of a SIZE_MB file (curl -T,
 # MB/s, lakefed fsyncs before answering, nginx and XrdHttp do not), and the
-# HEAD rate with 16 keep-alive connections (wrk, 2 threads). The load
+# HEAD rate with 16 keep-alive connections (ab -k -i: wrk waits for a body
+# after HEAD and counts nothing). The load
 # generators share the 2 cores with the servers, as they do for everyone.
-# Needs: go, curl, wrk, nginx + dav-ext, xrootd (scripts/install-deps.sh).
+#
+# Trust: every server is warmed up first (page cache, one short HEAD run),
+# then each measurement is repeated ROUNDS times with the servers
+# interleaved (the order rotates each round, so a burst of load from
+# elsewhere hits every server alike). Every round is printed; the table
+# holds the medians. The load average is printed before and after.
+# Needs: go, curl, ab, nginx + dav-ext, xrootd (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MB=${SIZE_MB:-1024}
-HEAD_SECS=${HEAD_SECS:-10}
+HEAD_N=${HEAD_N:-300000}
 PAR=${PAR:-16}
-for t in curl wrk nginx xrootd; do command -v $t >/dev/null || { echo "missing $t: run scripts/install-deps.sh" >&2; exit 1; }; done
+ROUNDS=${ROUNDS:-3}
+for t in curl ab nginx xrootd; do command -v $t >/dev/null || { echo "missing $t: run scripts/install-deps.sh" >&2; exit 1; }; done
 
 W=$(mktemp -d /tmp/lakefed-bench.XXXXXX)
 chmod 755 "$W"
@@ -83,35 +91,62 @@ wait_port $LP; wait_port $NP; wait_port $XHP
 
 declare -A URL=([lakefed]=http://127.0.0.1:$LP [nginx]=http://127.0.0.1:$NP [xrdhttp]=http://127.0.0.1:$XHP)
 SERVERS=(lakefed nginx xrdhttp)
-declare -A R1 R16 PUT HEAD
+declare -A R1 R16 PUT HEAD # per server: the values of every round, space-separated
 
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.0f", b / 1048576 / s }'; }
 now() { date +%s.%N; }
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+headrate() { ab -q -k -i -c16 -n "$1" "$2/small" 2>/dev/null | awk '/Requests per second/ {printf "%.0f", $4}'; }
 
-for s in "${SERVERS[@]}"; do
-  u=${URL[$s]}
-  curl -sf -o /dev/null "$u/big" # warm the page cache and the connection path
-  t0=$(now); curl -sf -o /dev/null "$u/big"; t1=$(now)
-  R1[$s]=$(mbps $((SIZE_MB << 20)) "$(echo "$t1 - $t0" | bc -l)")
+get1() { local t0 t1; t0=$(now); curl -sf -o /dev/null "$1/big"; t1=$(now); mbps $((SIZE_MB << 20)) "$(echo "$t1 - $t0" | bc -l)"; }
+getpar() {
+  local t0 t1 cpids=() failed=0 j
   t0=$(now)
-  cpids=()
-  for i in $(seq "$PAR"); do curl -sf -o /dev/null "$u/big" & cpids+=($!); done
-  wait_all=0; for j in "${cpids[@]}"; do wait "$j" || wait_all=1; done
+  for _ in $(seq "$PAR"); do curl -sf -o /dev/null "$1/big" & cpids+=($!); done
+  for j in "${cpids[@]}"; do wait "$j" || failed=1; done
   t1=$(now)
-  [ $wait_all = 0 ] || { echo "a parallel read from $s failed" >&2; exit 1; }
-  R16[$s]=$(mbps $((PAR * SIZE_MB << 20)) "$(echo "$t1 - $t0" | bc -l)")
-  t0=$(now); curl -sf -o /dev/null -T "$W/up/src" "$u/put-$s"; t1=$(now)
-  PUT[$s]=$(mbps $((SIZE_MB << 20)) "$(echo "$t1 - $t0" | bc -l)")
-  rm -f "$DATA/put-$s"
-  cat > "$W/head.lua" <<'LUA'
-wrk.method = "HEAD"
-LUA
-  HEAD[$s]=$(wrk -t2 -c16 -d"${HEAD_SECS}s" -s "$W/head.lua" "$u/small" | awk '/Requests\/sec/ {printf "%.0f", $2}')
+  [ $failed = 0 ] || { echo "a parallel read from $1 failed" >&2; exit 1; }
+  mbps $((PAR * SIZE_MB << 20)) "$(echo "$t1 - $t0" | bc -l)"
+}
+put1() {
+  local t0 t1
+  t0=$(now); curl -sf -o /dev/null -T "$W/up/src" "$1/put-$2"; t1=$(now)
+  rm -f "$DATA/put-$2"
+  mbps $((SIZE_MB << 20)) "$(echo "$t1 - $t0" | bc -l)"
+}
+
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for s in "${SERVERS[@]}"; do # warm-up: page cache, connection paths, lazy init
+  u=${URL[$s]}
+  curl -sf -o /dev/null "$u/big"
+  curl -sf -o /dev/null -T "$DATA/small" "$u/warm-$s"; rm -f "$DATA/warm-$s"
+  headrate $((HEAD_N / 10 + 1000)) "$u" >/dev/null
 done
 
+for r in $(seq "$ROUNDS"); do
+  # Rotate the order: round 1 lakefed first, round 2 nginx first, ...
+  k=$(((r - 1) % ${#SERVERS[@]}))
+  order=("${SERVERS[@]:$k}" "${SERVERS[@]:0:$k}")
+  for s in "${order[@]}"; do R1[$s]+=" $(get1 "${URL[$s]}")"; done
+  for s in "${order[@]}"; do R16[$s]+=" $(getpar "${URL[$s]}")"; done
+  for s in "${order[@]}"; do PUT[$s]+=" $(put1 "${URL[$s]}" "$s")"; done
+  sync # let nginx's and XrdHttp's unsynced writes reach the disk outside the measured time
+  for s in "${order[@]}"; do HEAD[$s]+=" $(headrate "$HEAD_N" "${URL[$s]}")"; done
+  echo "round $r (order ${order[*]}; load $(cut -d' ' -f1 /proc/loadavg)):"
+  for s in "${SERVERS[@]}"; do
+    set -- ${R1[$s]}; a=${!#}; set -- ${R16[$s]}; b=${!#}; set -- ${PUT[$s]}; c=${!#}; set -- ${HEAD[$s]}; d=${!#}
+    printf '  %-8s GET1 %6s MB/s  GET%s %6s MB/s  PUT %6s MB/s  HEAD %7s req/s\n' "$s" "$a" "$PAR" "$b" "$c" "$d"
+  done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-printf '\n%-26s %10s %10s %10s %14s %14s\n' "test (SIZE_MB=$SIZE_MB)" lakefed nginx xrdhttp lakefed/nginx lakefed/xrdhttp
-row() { local name=$1; local -n a=$2; printf '%-26s %10s %10s %10s %14s %14s\n' "$name" "${a[lakefed]}" "${a[nginx]}" "${a[xrdhttp]}" "$(ratio "${a[lakefed]}" "${a[nginx]}")" "$(ratio "${a[lakefed]}" "${a[xrdhttp]}")"; }
+printf '\n%-26s %10s %10s %10s %14s %14s\n' "median of $ROUNDS (SIZE_MB=$SIZE_MB)" lakefed nginx xrdhttp lakefed/nginx lakefed/xrdhttp
+row() {
+  local name=$1; local -n a=$2; local l n x
+  l=$(echo "${a[lakefed]}" | median); n=$(echo "${a[nginx]}" | median); x=$(echo "${a[xrdhttp]}" | median)
+  printf '%-26s %10s %10s %10s %14s %14s\n' "$name" "$l" "$n" "$x" "$(ratio "$l" "$n")" "$(ratio "$l" "$x")"
+}
 row "GET 1 client (MB/s)" R1
 row "GET $PAR clients (MB/s)" R16
 row "PUT 1 client (MB/s)" PUT

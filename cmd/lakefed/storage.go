@@ -7,14 +7,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
+	"time"
 
 	"github.com/lakefed/lakefed/internal/storage"
 )
 
 // runStorage serves a directory over HTTP/WebDAV until ctx is cancelled:
 //
-//	lakefed storage --root DIR [--listen 127.0.0.1:9001] [--tls-cert F --tls-key F] [--access-log]
+//	lakefed storage --root DIR [--listen 127.0.0.1:9001] [--tls-cert F --tls-key F] [--access-log] [--pprof 127.0.0.1:6060]
 func runStorage(ctx context.Context, args []string) error {
 	fs := newFlagSet("storage", "")
 	var cfg storage.Config
@@ -24,6 +27,7 @@ func runStorage(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.BoolVar(&cfg.AccessLog, "access-log", false, "log one line per request")
 	fs.Int64Var(&cfg.MaxUpload, "max-upload", 0, "largest PUT body in bytes (0: no limit)")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this host:port (off by default; for profiling only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -47,6 +51,34 @@ func runStorage(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
+	if *pprofAddr != "" {
+		pln, err := lc.Listen(ctx, "tcp", *pprofAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("storage: pprof: %w", err)
+		}
+		go servePprof(ctx, pln, log)
+	}
 	fmt.Printf("lakefed storage: serving %s at %s\n", cfg.Root, srv.URL(ln.Addr()))
 	return srv.Serve(ctx, ln)
+}
+
+// servePprof serves the runtime profiles on their own listener (never on
+// the storage port: profiles are for operators, not clients) until ctx is
+// cancelled.
+func servePprof(ctx context.Context, ln net.Listener, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("pprof listener stopped", "err", err)
+	}
 }

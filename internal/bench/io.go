@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"hash"
-	"hash/adler32"
 	"io"
 	"path"
 	"sync/atomic"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // IOOptions shape the IO test (the Dynafed study's IO benchmark).
@@ -85,7 +85,7 @@ func IO(ctx context.Context, t *Target, o IOOptions) (*Result, error) {
 	var cur atomic.Pointer[countingReader]
 	body := func() io.Reader {
 		moved.Store(0)
-		c := &countingReader{r: randReader(seed, o.Size), h: adler32.New(), n: &moved}
+		c := &countingReader{r: randReader(seed, o.Size), h: httpx.NewAdler32(), n: &moved}
 		cur.Store(c)
 		return c
 	}
@@ -113,7 +113,7 @@ func IO(ctx context.Context, t *Target, o IOOptions) (*Result, error) {
 		stop()
 		return nil, fmt.Errorf("bench: io read: %w", err)
 	}
-	rr := &countingReader{r: rc, h: adler32.New(), n: &moved}
+	rr := &countingReader{r: rc, h: httpx.NewAdler32(), n: &moved}
 	n, err := drain(rr)
 	rc.Close()
 	rd := time.Since(t1)

@@ -484,6 +484,29 @@ func (f *Federation) validate(v *validator, path string) {
 		}
 		names[e.Name] = i
 		e.validate(v, p)
+		f.validatePresign(v, p, e)
+	}
+}
+
+// validatePresign refuses an s3 endpoint whose pre-signed redirect URLs
+// expire sooner than the metadata cache keeps them: a client redirected
+// from a cached answer near the end of its TTL would get a dead URL. The
+// federator refuses it too at start (federation.Reload); here check-config
+// finds it, with the line. Proxied endpoints are exempt: their URLs are
+// never handed out.
+func (f *Federation) validatePresign(v *validator, p string, e *Endpoint) {
+	u, err := url.Parse(e.URL)
+	if err != nil || u.Scheme != "s3" || e.EffectiveMode(f) == "proxy" {
+		return
+	}
+	expiry, what := endpoint.DefaultPresignExpiry, "the default presign_expiry"
+	if e.S3 != nil && e.S3.PresignExpiry != 0 {
+		expiry, what = e.S3.PresignExpiry, "presign_expiry"
+	}
+	// An absent field is reported at its endpoint's line.
+	if ttl := f.MetadataCache.TTL.D(); ttl > 0 && expiry < ttl {
+		v.errorf(p+".s3.presign_expiry", "%s %v is shorter than federation.metadata_cache.ttl %v: a redirect URL served from the cache "+
+			"could have expired; raise s3.presign_expiry or lower metadata_cache.ttl (or use mode: proxy)", what, expiry, ttl)
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,5 +187,36 @@ func TestParseSize(t *testing.T) {
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
+	}
+}
+
+// TestPresignRule: an s3 endpoint's pre-signed URLs must outlive the
+// metadata cache TTL (the federator enforces it at start too), unless the
+// endpoint is proxied; an absent presign_expiry counts as the s3 default.
+func TestPresignRule(t *testing.T) {
+	const head = "federation:\n  metadata_cache: {ttl: %s}\n  endpoints:\n    - name: a\n      url: http://h/\n"
+	tests := []struct {
+		name, ttl, ep string
+		want          string // "" means valid
+	}{
+		{"explicit too short", "10m", "    - name: b\n      url: s3://bkt/\n      s3:\n        endpoint: h:9000\n        presign_expiry: 5m\n",
+			"line 10: federation.endpoints[1].s3.presign_expiry: presign_expiry 5m0s is shorter than federation.metadata_cache.ttl 10m0s"},
+		{"default too short", "2h", "    - name: b\n      url: s3://bkt/\n",
+			"line 6: federation.endpoints[1].s3.presign_expiry: the default presign_expiry 1h0m0s is shorter"},
+		{"explicit long enough", "10m", "    - name: b\n      url: s3://bkt/\n      s3: {endpoint: 'h:9000', presign_expiry: 10m}\n", ""},
+		{"default long enough", "60s", "    - name: b\n      url: s3://bkt/\n", ""},
+		{"proxied is exempt", "2h", "    - name: b\n      url: s3://bkt/\n      mode: proxy\n", ""},
+		{"not s3", "2h", "    - name: b\n      url: http://h2/\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(fmt.Sprintf(head, tt.ttl) + tt.ep))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Parse = %v, want no error", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Parse = %v, want an error containing %q", err, tt.want)
+			}
+		})
 	}
 }

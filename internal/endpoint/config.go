@@ -66,6 +66,11 @@ type S3Config struct {
 	PartSize string `yaml:"part_size"`
 }
 
+// DefaultPresignExpiry is the life of a pre-signed S3 URL when
+// S3Config.PresignExpiry is zero. It lives here, not in the s3 kind, so the
+// config can check it against the metadata cache TTL without linking S3.
+const DefaultPresignExpiry = time.Hour
+
 // DefaultTimeout is the Timeout used when Config.Timeout is zero.
 const DefaultTimeout = 10 * time.Second
 

@@ -2,7 +2,6 @@ package federation
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 )
@@ -39,25 +38,15 @@ func (f *Federator) TestTargets() []TestTarget {
 	return out
 }
 
-// excludedOKs is what probeOKs holds while an endpoint is excluded: so far
-// below zero that no run of good probes reaches RecoverAfter, so the
-// active health check does not bring an excluded endpoint back.
-const excludedOKs = math.MinInt32 / 2
-
 // SetExcluded marks the endpoint name down (on) because of why — the
 // scheduled tests found it failing consistently — or lifts that mark
 // (off). An excluded endpoint is treated as down by locate, ranking,
 // listing and placement, exactly as one the probes took down, and shows
-// as "down" in /api/endpoints with last_error "excluded: why". Lifting
-// does not bring it up at once: the health probes do, after RecoverAfter
-// good probes (the usual hysteresis). Unknown names are an error.
-//
-// The mark lives in the probe counters (no field of its own), so a probe
-// failure while excluded clears it and a later run of good probes can
-// bring the endpoint back; the scheduler therefore re-asserts its
-// exclusions every round, which is idempotent here.
-// TODO(lead): a field `excluded atomic.Bool` in health, checked by
-// health.Up(), would make the mark exact; see the dashboard helper's report.
+// as "down" in /api/endpoints with last_error "excluded: why"; the probes
+// cannot bring it back while the mark stands. Lifting does not bring it up
+// at once: the health probes do, after RecoverAfter good probes (the usual
+// hysteresis). Setting a mark that is already set, or lifting one that is
+// not, changes nothing. Unknown names are an error.
 func (f *Federator) SetExcluded(name, why string, on bool) error {
 	s := f.snap.Load()
 	m, ok := s.byName[name]
@@ -65,19 +54,18 @@ func (f *Federator) SetExcluded(name, why string, on bool) error {
 		return fmt.Errorf("federation: exclude: no endpoint %q", name)
 	}
 	if !on {
-		if m.h.probeOKs.Load() < 0 {
-			m.h.probeOKs.Store(0)
+		if m.h.excluded.CompareAndSwap(true, false) {
 			f.log.Info("endpoint exclusion lifted", "endpoint", name, "reason", why)
 		}
 		return nil
 	}
-	if m.h.probeOKs.Load() < 0 && !m.h.Up() {
+	if !m.h.excluded.CompareAndSwap(false, true) {
 		return nil // already excluded
 	}
 	msg := "excluded: " + why
 	m.h.lastErr.Store(&msg)
-	f.setState(m, false, msg)
-	m.h.probeOKs.Store(excludedOKs)
+	m.h.probeOKs.Store(0)
+	f.setState(m, false, msg) // no-op when the probes had it down already
 	return nil
 }
 
@@ -85,5 +73,5 @@ func (f *Federator) SetExcluded(name, why string, on bool) error {
 // SetExcluded.
 func (f *Federator) Excluded(name string) bool {
 	m, ok := f.snap.Load().byName[name]
-	return ok && m.h.probeOKs.Load() < 0 && !m.h.Up()
+	return ok && m.h.excluded.Load()
 }

@@ -94,7 +94,11 @@ type snapshot struct {
 	cache     *mdCache
 	flight    singleflight.Group
 	geo       *geoip2.Reader // nil: no GeoIP database
-	nets      []clientNet
+	nets      []clientNet    // most specific first
+	// geoLocs remembers GeoIP positions ([2]float64 → *clientLoc) with
+	// their endpoint distances; nGeoLocs counts them (bounded).
+	geoLocs  sync.Map
+	nGeoLocs atomic.Int32
 	// pins are the views of this snapshot pinned to one endpoint
 	// (?lakefed.site=NAME), by endpoint name: each asks only that
 	// endpoint and has a cache of its own. Nil in a pinned view.
@@ -216,7 +220,7 @@ func (f *Federator) Reload(cfg config.Federation) error {
 		f.forgetFresh(old, fresh)
 		return err
 	}
-	if s.nets, err = parseNets(cfg.ClientNetworks); err != nil {
+	if s.nets, err = parseNets(cfg.ClientNetworks, s.members); err != nil {
 		f.forgetFresh(old, fresh)
 		return err
 	}

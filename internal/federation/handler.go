@@ -227,8 +227,8 @@ func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapsho
 		f.writeMetalink(w, r, p, e, rk)
 		return
 	}
-	if link := linkHeader(rk); link != "" {
-		h["Link"] = []string{link}
+	if link := e.linkValue(rk); link != nil {
+		h["Link"] = link
 	}
 	if r.Method == http.MethodHead {
 		f.writeHead(w, r, s, p, e, rk)
@@ -240,7 +240,11 @@ func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapsho
 		return
 	}
 	best.m.mm.redirects.Inc()
-	h["Location"] = []string{best.url}
+	if best.loc != nil {
+		h["Location"] = best.loc
+	} else {
+		h["Location"] = []string{best.url} // a refreshed pre-signed URL
+	}
 	w.WriteHeader(http.StatusFound)
 }
 
@@ -270,6 +274,60 @@ func (f *Federator) refreshURLs(r *http.Request, rk []ranked) {
 		fresh.url, fresh.born = u.String(), now
 		rk[i].r = &fresh
 	}
+}
+
+// linkCache is the Link header values made for one entry, each for one
+// order of its replicas. Immutable; replaced whole when one is added.
+type linkCache struct {
+	keys []uint64
+	vals [][]string // nil: no redirectable replica
+}
+
+// maxLinkOrders bounds linkCache: near-equal replicas are shuffled per
+// request, so an entry of n of them sees up to n! orders (6 for three).
+const maxLinkOrders = 8
+
+// linkValue returns the Link header value for rk, a ranking of e's
+// replicas, as a shared header value (nil when no replica can be
+// redirected to), made once per entry and order rather than per request.
+// A ranking holding a refreshed pre-signed URL is not cached.
+func (e *entry) linkValue(rk []ranked) []string {
+	key, ok := uint64(len(rk)), len(rk) <= 7
+	for i := 0; ok && i < len(rk); i++ {
+		r := rk[i].r
+		ok = int(r.idx) < len(e.replicas) && e.replicas[r.idx] == r
+		key |= (uint64(r.idx) + 1) << (8 * (i + 1))
+	}
+	if !ok {
+		return linkHeaderValue(rk)
+	}
+	lc := e.links.Load()
+	if lc != nil {
+		for i, k := range lc.keys {
+			if k == key {
+				return lc.vals[i]
+			}
+		}
+	}
+	v := linkHeaderValue(rk)
+	if lc == nil || len(lc.keys) < maxLinkOrders {
+		n := &linkCache{}
+		if lc != nil {
+			n.keys = append(n.keys, lc.keys...)
+			n.vals = append(n.vals, lc.vals...)
+		}
+		n.keys = append(n.keys, key)
+		n.vals = append(n.vals, v)
+		e.links.CompareAndSwap(lc, n) // a lost race only costs a rebuild later
+	}
+	return v
+}
+
+func linkHeaderValue(rk []ranked) []string {
+	if l := linkHeader(rk); l != "" {
+		return []string{l}
+	}
+	return nil
 }
 
 // linkHeader lists every redirectable replica in rank order as RFC 6249
@@ -303,14 +361,14 @@ func linkHeader(rk []ranked) string {
 // the metadata does not have.
 func (f *Federator) writeHead(w http.ResponseWriter, r *http.Request, s *snapshot, p string, e *entry, rk []ranked) {
 	h := w.Header()
-	h["Content-Length"] = []string{e.sizeStr}
-	h["Accept-Ranges"] = []string{"bytes"}
-	h["Content-Type"] = []string{"application/octet-stream"}
-	if e.lastMod != "" {
-		h["Last-Modified"] = []string{e.lastMod}
+	h["Content-Length"] = e.hSize
+	h["Accept-Ranges"] = hBytes
+	h["Content-Type"] = hOctets
+	if e.hLastMod != nil {
+		h["Last-Modified"] = e.hLastMod
 	}
-	if e.etag != "" {
-		h["Etag"] = []string{e.etag}
+	if e.hEtag != nil {
+		h["Etag"] = e.hEtag
 	}
 	if wd := r.Header["Want-Digest"]; len(wd) > 0 {
 		if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
@@ -321,6 +379,14 @@ func (f *Federator) writeHead(w http.ResponseWriter, r *http.Request, s *snapsho
 	}
 	w.WriteHeader(http.StatusOK)
 }
+
+// Header values shared by every HEAD answer. A header map's values are
+// replaced by Set and Del, never written in place, and each has len ==
+// cap, so an append copies.
+var (
+	hBytes  = []string{"bytes"}
+	hOctets = []string{"application/octet-stream"}
+)
 
 // checksums returns the checksums of e, asking the replicas (best first)
 // for the wanted algorithms the metadata lacks, and remembering what they

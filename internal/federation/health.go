@@ -18,7 +18,11 @@ import (
 // RecoverAfter consecutive good probes (hysteresis: one lucky probe does
 // not bring back a flapping site).
 type health struct {
-	up         atomic.Bool
+	up atomic.Bool
+	// excluded is set by SetExcluded (the scheduled tests found the
+	// endpoint failing): it keeps the endpoint out of use whatever the
+	// probes say, until lifted.
+	excluded   atomic.Bool
 	probeFails atomic.Int32 // consecutive failed probes (written by the prober only)
 	probeOKs   atomic.Int32 // consecutive good probes while down
 	reqErrs    atomic.Int32 // consecutive request errors
@@ -29,8 +33,9 @@ type health struct {
 	errors     atomic.Uint64
 }
 
-// Up reports whether the endpoint is usable.
-func (h *health) Up() bool { return h.up.Load() }
+// Up reports whether the endpoint is usable: up by the health checks and
+// not excluded.
+func (h *health) Up() bool { return h.up.Load() && !h.excluded.Load() }
 
 // Latency returns the recent latency (an EWMA of probes and Stats).
 func (h *health) Latency() time.Duration {
@@ -142,7 +147,10 @@ func (f *Federator) probeOnce(ctx context.Context, s *snapshot, m *member) {
 	if err == nil {
 		m.h.observe(d)
 		m.h.probeFails.Store(0)
-		if !m.h.Up() && int(m.h.probeOKs.Add(1)) >= hc.RecoverAfter {
+		// Good probes of an excluded endpoint do not count towards its
+		// recovery: after the exclusion is lifted it needs RecoverAfter
+		// of them, like any endpoint that was down.
+		if !m.h.up.Load() && !m.h.excluded.Load() && int(m.h.probeOKs.Add(1)) >= hc.RecoverAfter {
 			f.setState(m, true, "probes")
 		}
 		return

@@ -49,6 +49,10 @@ type replica struct {
 	info endpoint.Info
 	url  string // where to redirect readers; "" when the bytes must be proxied
 	born int64  // unix ns when url was made (it may expire: member.presign)
+	// loc is url as a header value, shared by every redirect to it
+	// (header values are replaced, never written in place).
+	loc []string
+	idx uint8 // position in entry.replicas
 }
 
 // entry is a locate answer, as the metadata cache keeps it. It is
@@ -66,13 +70,20 @@ type entry struct {
 	isDir      bool
 	replicas   []*replica
 	answers    []answer
-	// Precomputed HEAD headers.
-	size    int64
-	sizeStr string
-	lastMod string
-	etag    string
-	modTime time.Time
-	sums    atomic.Pointer[map[string]string]
+	// Precomputed HEAD headers, and the same as shared header values
+	// (nil when absent), so that answering allocates nothing.
+	size     int64
+	sizeStr  string
+	lastMod  string
+	etag     string
+	hSize    []string
+	hLastMod []string
+	hEtag    []string
+	modTime  time.Time
+	sums     atomic.Pointer[map[string]string]
+	// links caches the Link header values made for this entry, by
+	// replica order (linkCache; copy on write).
+	links atomic.Pointer[linkCache]
 }
 
 // lookup returns the locate answer for the logical path p, from the cache
@@ -160,6 +171,22 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 		down bool // not asked: marked down
 	}
 	res := make([]result, len(asked))
+	// One deadline for the whole fan-out when every endpoint asked has
+	// the same timeout (the usual case): a context and its timer per
+	// endpoint were a twentieth of the cold path.
+	var shared context.Context
+	if len(asked) > 1 {
+		t := asked[0].cfg.TimeoutOrDefault()
+		same := true
+		for _, m := range asked[1:] {
+			same = same && m.cfg.TimeoutOrDefault() == t
+		}
+		if same {
+			var cancel context.CancelFunc
+			shared, cancel = context.WithTimeout(ctx, t)
+			defer cancel()
+		}
+	}
 	ask := func(i int) {
 		m := asked[i]
 		if !m.h.Up() {
@@ -167,7 +194,12 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 			return
 		}
 		ep := m.endpointPath(p)
-		sctx, cancel := context.WithTimeout(ctx, m.cfg.TimeoutOrDefault())
+		sctx := shared
+		if sctx == nil {
+			var cancel context.CancelFunc
+			sctx, cancel = context.WithTimeout(ctx, m.cfg.TimeoutOrDefault())
+			defer cancel()
+		}
 		start := time.Now()
 		info, err := m.ep.Stat(sctx, ep)
 		d := time.Since(start)
@@ -176,19 +208,19 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 				res[i].url, res[i].born = u.String(), time.Now().UnixNano()
 			}
 		}
-		cancel()
 		f.requestResult(s, m, err, d)
 		res[i].info, res[i].err, res[i].dur = info, err, d
 	}
-	if len(asked) == 1 {
-		ask(0)
-	} else {
-		var wg sync.WaitGroup
-		for i := range asked {
-			wg.Go(func() { ask(i) })
-		}
-		wg.Wait()
+	// The first endpoint is asked on this goroutine, whose stack has
+	// already grown to what an HTTP round trip needs.
+	var wg sync.WaitGroup
+	for i := 1; i < len(asked); i++ {
+		wg.Go(func() { ask(i) })
 	}
+	if len(asked) > 0 {
+		ask(0)
+	}
+	wg.Wait()
 	for i, m := range asked {
 		r := res[i]
 		a := answer{m: m, dur: r.dur}
@@ -230,6 +262,12 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 			}
 		}
 		e.replicas = keep
+		for i, r := range e.replicas {
+			r.idx = uint8(min(i, 255))
+			if r.url != "" {
+				r.loc = []string{r.url}
+			}
+		}
 		e.status = http.StatusOK
 		e.size = primary.info.Size
 		e.modTime = primary.info.ModTime
@@ -269,8 +307,13 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 		e.size = 0
 	}
 	e.sizeStr = strconv.FormatInt(e.size, 10)
+	e.hSize = []string{e.sizeStr}
 	if !e.modTime.IsZero() {
 		e.lastMod = e.modTime.UTC().Format(http.TimeFormat)
+		e.hLastMod = []string{e.lastMod}
+	}
+	if e.etag != "" {
+		e.hEtag = []string{e.etag}
 	}
 	switch e.status {
 	case http.StatusOK:

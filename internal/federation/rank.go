@@ -22,49 +22,100 @@ type ranked struct {
 
 // clientNet places the clients of one address range.
 type clientNet struct {
-	prefix   netip.Prefix
-	lat, lon float64
+	prefix netip.Prefix
+	loc    *clientLoc
 }
 
-func parseNets(cns []config.ClientNetwork) ([]clientNet, error) {
+// clientLoc is one client position with its distance to every located
+// endpoint, computed once (per configured network when the snapshot is
+// built, per GeoIP position on first use) rather than per request: the
+// trigonometry was a sixth of the redirect handler's time.
+type clientLoc struct {
+	lat, lon float64
+	// dist is keyed by member; members survive reloads, so a position
+	// computed under one snapshot is never consulted by another (each
+	// snapshot has its own).
+	dist map[*member]float64
+}
+
+// newClientLoc places a client at lat, lon and measures its distance to
+// every located member.
+func newClientLoc(lat, lon float64, members []*member) *clientLoc {
+	l := &clientLoc{lat: lat, lon: lon, dist: make(map[*member]float64, len(members))}
+	for _, m := range members {
+		if m.located {
+			l.dist[m] = greatCircleKM(lat, lon, m.lat, m.lon)
+		}
+	}
+	return l
+}
+
+// distTo is the client's distance to m, +Inf when m has no location.
+func (l *clientLoc) distTo(m *member) float64 {
+	if d, ok := l.dist[m]; ok {
+		return d
+	}
+	return math.Inf(1)
+}
+
+// maxGeoLocs bounds the GeoIP positions a snapshot remembers (a city
+// database has some 10^5; beyond the bound distances are computed per
+// request, as before).
+const maxGeoLocs = 16384
+
+func parseNets(cns []config.ClientNetwork, members []*member) ([]clientNet, error) {
 	var out []clientNet
 	for _, cn := range cns {
 		if !cn.Location.Known() {
 			return nil, fmt.Errorf("federation: client network %v has no location", cn.Networks)
 		}
+		loc := newClientLoc(cn.Location[0], cn.Location[1], members)
 		for _, n := range cn.Networks {
 			p, err := netip.ParsePrefix(n)
 			if err != nil {
 				return nil, fmt.Errorf("federation: client network: %w", err)
 			}
-			out = append(out, clientNet{p.Masked(), cn.Location[0], cn.Location[1]})
+			out = append(out, clientNet{p.Masked(), loc})
 		}
 	}
+	// Most specific first, so that the first match is the best.
+	slices.SortStableFunc(out, func(a, b clientNet) int { return cmp.Compare(b.prefix.Bits(), a.prefix.Bits()) })
 	return out, nil
 }
 
 // locateClient returns the client's position: the GeoIP database first,
-// then the most specific configured network.
-func (s *snapshot) locateClient(addr netip.Addr) (lat, lon float64, ok bool) {
+// then the most specific configured network; nil when unknown.
+func (s *snapshot) locateClient(addr netip.Addr) *clientLoc {
 	if !addr.IsValid() {
-		return 0, 0, false
+		return nil
 	}
 	addr = addr.Unmap()
 	if s.geo != nil {
 		if c, err := s.geo.City(addr); err == nil && c.Location.HasCoordinates() {
-			return *c.Location.Latitude, *c.Location.Longitude, true
+			return s.geoLoc(*c.Location.Latitude, *c.Location.Longitude)
 		}
 	}
-	best := -1
-	for i, n := range s.nets {
-		if n.prefix.Contains(addr) && (best < 0 || n.prefix.Bits() > s.nets[best].prefix.Bits()) {
-			best = i
+	for i := range s.nets {
+		if s.nets[i].prefix.Contains(addr) {
+			return s.nets[i].loc
 		}
 	}
-	if best < 0 {
-		return 0, 0, false
+	return nil
+}
+
+// geoLoc returns the remembered position lat, lon, making it on first use.
+func (s *snapshot) geoLoc(lat, lon float64) *clientLoc {
+	key := [2]float64{lat, lon}
+	if v, ok := s.geoLocs.Load(key); ok {
+		return v.(*clientLoc)
 	}
-	return s.nets[best].lat, s.nets[best].lon, true
+	l := newClientLoc(lat, lon, s.members)
+	if s.nGeoLocs.Load() < maxGeoLocs {
+		if _, loaded := s.geoLocs.LoadOrStore(key, l); !loaded {
+			s.nGeoLocs.Add(1)
+		}
+	}
+	return l
 }
 
 // greatCircleKM is the haversine distance between two points in km.
@@ -95,11 +146,9 @@ func (f *Federator) rank(s *snapshot, e *entry, client netip.Addr, tried []strin
 		return out
 	}
 	if anyLocated {
-		if clat, clon, ok := s.locateClient(client); ok {
+		if loc := s.locateClient(client); loc != nil {
 			for i := range out {
-				if m := out[i].r.m; m.located {
-					out[i].dist = greatCircleKM(clat, clon, m.lat, m.lon)
-				}
+				out[i].dist = loc.distTo(out[i].r.m)
 			}
 		}
 	}

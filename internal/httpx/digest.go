@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"hash"
-	"hash/adler32"
 	"hash/crc32"
 	"io"
 	"sort"
@@ -31,7 +30,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func NewHash(algo string) hash.Hash {
 	switch algo {
 	case Adler32:
-		return adler32.New()
+		return NewAdler32()
 	case MD5:
 		return md5.New()
 	case CRC32C:

@@ -30,6 +30,7 @@ type metrics struct {
 	received  prometheus.Counter
 	computed  prometheus.Counter // whole-file checksum passes (cache misses)
 	cacheHits prometheus.Counter // checksums answered from the xattr cache
+	fast      prometheus.Counter // requests answered by the fast path (fast.go)
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -57,8 +58,12 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "lakefed_storage_checksum_cache_hits_total",
 			Help: "Checksums answered from the extended-attribute cache.",
 		}),
+		fast: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lakefed_storage_fast_path_requests_total",
+			Help: "GET and HEAD requests answered by the lean HTTP/1.1 path instead of net/http (also counted in requests_total).",
+		}),
 	}
-	reg.MustRegister(requests, latency, m.sent, m.received, m.computed, m.cacheHits)
+	reg.MustRegister(requests, latency, m.sent, m.received, m.computed, m.cacheHits, m.fast)
 	for i, meth := range methods {
 		for c := range m.requests[i] {
 			class := "other"

@@ -7,11 +7,15 @@
 //	defer srv.Close()
 //	return srv.ListenAndServe(ctx) // nil after ctx is cancelled and requests drained
 //
-// GET, HEAD, PUT and OPTIONS run on a hand-written fast path: zero-copy
-// reads through http.ServeContent (sendfile), RFC 9110 ranges and
-// conditionals, RFC 3230 Want-Digest with checksums cached in extended
-// attributes, and atomic uploads (temp file, fsync, rename, fsync dir) with
-// the adler32 computed on the fly. PROPFIND, PROPPATCH, MKCOL, DELETE, COPY,
+// On plain HTTP every connection starts on a lean HTTP/1.1 loop (fast.go)
+// that answers the plain GET and HEAD of a file (or a 404) itself, with
+// sendfile, and hands the connection to net/http at the first request it
+// does not take. Behind that, GET, HEAD, PUT and OPTIONS run on
+// hand-written handlers: zero-copy reads through http.ServeContent
+// (sendfile), RFC 9110 ranges and conditionals, RFC 3230 Want-Digest with
+// checksums cached in extended attributes, and atomic uploads (temp file,
+// early write-back, fsync, rename, fsync dir) with the adler32 computed on
+// the fly. PROPFIND, PROPPATCH, MKCOL, DELETE, COPY,
 // MOVE, LOCK and UNLOCK go to golang.org/x/net/webdav over a FileSystem
 // adapter rooted at Root; dead properties live in extended attributes.
 //
@@ -240,6 +244,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	if s.tlsConfig == nil {
+		return s.serveFast(ctx, ln, srv)
 	}
 	errc := make(chan error, 1)
 	go func() {

@@ -160,10 +160,19 @@ func (e *Endpoint) propfind(ctx context.Context, u *url.URL, depth string) (*mul
 	return &ms, rawHrefs(resp), nil
 }
 
-// Stat describes p with PROPFIND depth 0, or with HEAD on servers that
-// refuse PROPFIND (then a directory shows only through a redirect to its
-// slash form, and is otherwise reported as a file).
+// Stat describes p. It asks with HEAD first, one cheap round trip on the
+// servers of the field, and believes the answer when it settles what p
+// is (headHead); otherwise — a directory, an HTML file, XrdHttp, whose
+// HEAD tells neither a directory nor a modification time — it asks with
+// PROPFIND depth 0. Servers that refuse PROPFIND are described by HEAD
+// alone (then a directory shows only through a redirect to its slash
+// form, and is otherwise reported as a file).
 func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
+	if p != "/" && !e.noPropfind.Load() && e.server.Load() != serverXrootD {
+		if in, settled, err := e.statHead(ctx, p); settled {
+			return in, err
+		}
+	}
 	if !e.noPropfind.Load() {
 		ms, _, err := e.propfind(ctx, e.url(p, false), "0")
 		if err == nil {
@@ -187,6 +196,47 @@ func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 		}
 	}
 	return e.head(ctx, p)
+}
+
+// statHead is the first half of Stat: HEAD p and report whether the
+// answer settles it. It does when the server cannot be asked (a network
+// error), when it says 404 or 410, and for a 2xx that can only be a file:
+// a Content-Length and a Last-Modified (so Info is as complete as from
+// PROPFIND), not text/html (the storage role's and nginx's directory
+// indexes; an HTML file goes to PROPFIND too, harmlessly), not redirected
+// to p's slash form (nginx's answer for a directory), and not from
+// XrdHttp (its HEAD of a directory looks like a 4096-byte file). Any
+// other answer is left to PROPFIND.
+func (e *Endpoint) statHead(ctx context.Context, p string) (endpoint.Info, bool, error) {
+	u := e.url(p, false)
+	resp, cancel, err := e.meta(ctx, http.MethodHead, u, nil, nil)
+	if err != nil {
+		return endpoint.Info{}, true, fail("stat", p, err)
+	}
+	defer cancel()
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		return endpoint.Info{}, true, fail("stat", p, statusError(resp, nil))
+	case resp.StatusCode/100 != 2:
+		drain(resp)
+		return endpoint.Info{}, false, nil
+	}
+	drain(resp)
+	h := resp.Header
+	lm, lmErr := http.ParseTime(h.Get("Last-Modified"))
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	switch {
+	case resp.ContentLength < 0, lmErr != nil,
+		strings.EqualFold(strings.TrimSpace(ct), "text/html"),
+		strings.HasPrefix(h.Get("Server"), "XrootD"),
+		resp.Request != nil && resp.Request.URL.Path != u.Path:
+		return endpoint.Info{}, false, nil
+	}
+	in := endpoint.Info{Name: baseName(p), Size: resp.ContentLength, ModTime: lm, ETag: trimETag(h.Get("ETag"))}
+	if sums := parseDigests(h); len(sums) > 0 {
+		in.Checksums = sums
+	}
+	return in, true, nil
 }
 
 // head is Stat by HEAD.

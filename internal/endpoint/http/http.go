@@ -12,7 +12,7 @@
 // endpoint itself, up to 10, keeping the method.
 //
 //	ep, err := http.New(ctx, endpoint.Config{Name: "site-b", URL: "davs://se.example.org:443/atlas/"}, log)
-//	info, err := ep.Stat(ctx, "/f.root")                // PROPFIND depth 0, HEAD when refused
+//	info, err := ep.Stat(ctx, "/f.root")                // HEAD; PROPFIND depth 0 when HEAD cannot tell
 //	rc, err := ep.Open(ctx, "/f.root", 1<<20, 4096)      // Range: bytes=1048576-1052671
 //	sum, err := ep.Checksum(ctx, "/f.root", "adler32")  // HEAD + Want-Digest
 //	u, err := ep.RedirectURL(ctx, "/f.root", endpoint.OpRead)

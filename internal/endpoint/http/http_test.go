@@ -132,8 +132,12 @@ func TestRedirects(t *testing.T) {
 	if err != nil || in.Size != 5 {
 		t.Errorf("Stat through a 302 = %+v, %v; want size 5", in, err)
 	}
+	if _, ok := methods.Load(http.MethodHead); !ok {
+		t.Errorf("Stat through a 302 did not arrive as HEAD")
+	}
+	_, _ = ep.List(ctx, "/d") // its answer describes a file: only the method matters here
 	if _, ok := methods.Load("PROPFIND"); !ok {
-		t.Errorf("Stat through a 302 did not arrive as PROPFIND")
+		t.Errorf("List through a 302 did not arrive as PROPFIND")
 	}
 	rc, err := ep.Open(ctx, "/f", 1, 3)
 	if err != nil {
@@ -290,7 +294,10 @@ func TestStatusErrors(t *testing.T) {
 		if !errors.As(err, &se) || se.Code != tt.code || se.RetryAfter != 7*time.Second {
 			t.Errorf("Stat against %d: StatusError = %+v, want code %d, Retry-After 7s", tt.code, se, tt.code)
 		}
-		if msg := err.Error(); !strings.Contains(msg, http.StatusText(tt.code)) || !strings.Contains(msg, "reason for") || !strings.HasPrefix(msg, `http: stat "/x": `) {
+		// 404 and 410 are taken from Stat's HEAD, whose answer has no body
+		// (RFC 9110 §9.3.2), so no reason; the rest come from PROPFIND.
+		headOnly := tt.code == http.StatusNotFound || tt.code == http.StatusGone
+		if msg := err.Error(); !strings.Contains(msg, http.StatusText(tt.code)) || (!headOnly && !strings.Contains(msg, "reason for")) || !strings.HasPrefix(msg, `http: stat "/x": `) {
 			t.Errorf("Stat against %d: message %q lacks the status line or reason", tt.code, msg)
 		}
 	}
@@ -322,6 +329,13 @@ func TestHeadFallback(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ep := newEP(t, endpoint.Config{URL: srv.URL})
 	ctx := context.Background()
+	// A directory's HEAD does not settle it: Stat asks PROPFIND, which is
+	// refused, and falls back to HEAD alone from then on.
+	for range 2 {
+		if in, err := ep.Stat(ctx, "/d"); err != nil || !in.IsDir {
+			t.Errorf("Stat(/d) by HEAD = %+v, %v; want a dir", in, err)
+		}
+	}
 	for range 2 {
 		in, err := ep.Stat(ctx, "/f")
 		if err != nil || in.Size != 5 || in.IsDir || in.ETag != "abc" || !in.ModTime.Equal(time.Unix(1e9, 0)) {
@@ -330,9 +344,6 @@ func TestHeadFallback(t *testing.T) {
 	}
 	if n := propfinds.Load(); n != 1 {
 		t.Errorf("PROPFIND sent %d times, want once (then remembered)", n)
-	}
-	if in, err := ep.Stat(ctx, "/d"); err != nil || !in.IsDir {
-		t.Errorf("Stat(/d) by HEAD = %+v, %v; want a dir", in, err)
 	}
 	if _, err := ep.Stat(ctx, "/nope"); !errors.Is(err, endpoint.ErrNotFound) {
 		t.Errorf("Stat(/nope) by HEAD = %v, want ErrNotFound", err)
@@ -413,5 +424,86 @@ func TestPutParentsByMKCOL(t *testing.T) {
 	f.Close()
 	if !bytes.Equal(got, big) {
 		t.Errorf("stored %d bytes, want %d equal", len(got), len(big))
+	}
+}
+
+// TestStatHeadFirst checks which HEAD answers Stat believes (one round
+// trip, no PROPFIND) and which it leaves to PROPFIND: a directory index,
+// an HTML file, a redirect to the slash form, an answer without
+// Last-Modified, and anything from XrdHttp.
+func TestStatHeadFirst(t *testing.T) {
+	mtime := time.Unix(1e9, 0)
+	var propfinds atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "PROPFIND" {
+			propfinds.Add(1)
+			w.WriteHeader(http.StatusMultiStatus)
+			fmt.Fprintf(w, `<?xml version="1.0"?><D:multistatus xmlns:D="DAV:"><D:response><D:href>%s</D:href><D:propstat><D:prop><D:resourcetype><D:collection/></D:resourcetype><D:getlastmodified>%s</D:getlastmodified></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>`,
+				r.URL.Path, mtime.UTC().Format(http.TimeFormat))
+			return
+		}
+		switch r.URL.Path {
+		case "/f", "/xrd/f":
+			if r.URL.Path == "/xrd/f" {
+				w.Header().Set("Server", "XrootD/v5.5.3")
+			}
+			w.Header().Set("ETag", `"e1"`)
+			w.Header().Set("Digest", "adler32=062c0215")
+			http.ServeContent(w, r, "f.bin", mtime, strings.NewReader("hello"))
+		case "/page.html":
+			http.ServeContent(w, r, "page.html", mtime, strings.NewReader("<html></html>"))
+		case "/index":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(http.StatusOK)
+		case "/nodate":
+			w.Header().Set("Content-Length", "5")
+			w.WriteHeader(http.StatusOK)
+		case "/d":
+			http.Redirect(w, r, "/d/", http.StatusMovedPermanently)
+		case "/d/":
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "0")
+			w.Header().Set("Last-Modified", mtime.UTC().Format(http.TimeFormat))
+			w.WriteHeader(http.StatusOK)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	ep := newEP(t, endpoint.Config{URL: srv.URL})
+	ctx := context.Background()
+	tests := []struct {
+		path     string
+		propfind bool // Stat must have asked PROPFIND
+		dir      bool
+		err      error
+	}{
+		{"/f", false, false, nil},
+		{"/nope", false, false, endpoint.ErrNotFound},
+		{"/index", true, true, nil},
+		{"/page.html", true, true, nil},
+		{"/nodate", true, true, nil},
+		{"/d", true, true, nil},
+		{"/xrd/f", true, true, nil},
+	}
+	for _, tt := range tests {
+		before := propfinds.Load()
+		in, err := ep.Stat(ctx, tt.path)
+		if asked := propfinds.Load() != before; asked != tt.propfind {
+			t.Errorf("Stat(%q) asked PROPFIND: %v, want %v", tt.path, asked, tt.propfind)
+		}
+		if tt.err != nil {
+			if !errors.Is(err, tt.err) {
+				t.Errorf("Stat(%q) = %v, want %v", tt.path, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || in.IsDir != tt.dir || !in.ModTime.Equal(mtime) {
+			t.Errorf("Stat(%q) = %+v, %v; want dir %v, mtime %v", tt.path, in, err, tt.dir, mtime)
+		}
+	}
+	in, err := ep.Stat(ctx, "/f")
+	if err != nil || in.Size != 5 || in.ETag != "e1" || in.Checksums["adler32"] != "062c0215" || in.Name != "f" {
+		t.Errorf("Stat(/f) by HEAD = %+v, %v; want size 5, etag e1, adler32 062c0215", in, err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/adler32"
 	"io"
 	"net/http"
 	"net/url"
@@ -79,8 +78,7 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 	}
 	hdr := http.Header{}
 	if b.buf != nil {
-		sum := adler32.Checksum(b.buf)
-		hdr.Set("Digest", fmt.Sprintf("adler32=%08x", sum))
+		hdr.Set("Digest", "adler32="+httpx.Adler32Of(b.buf))
 	}
 	u := e.url(p, false)
 	for attempt := 0; ; attempt++ {
@@ -271,7 +269,7 @@ func (b *reqBody) open(ctx context.Context) (io.ReadCloser, error) {
 			return nil, fmt.Errorf("%w: %w", endpoint.ErrRefused, errNoRewind)
 		}
 	}
-	b.cur = &streamBody{src: b.src, size: b.size, h: adler32.New(), closed: make(chan struct{}), watch: b.watch}
+	b.cur = &streamBody{src: b.src, size: b.size, h: httpx.NewAdler32(), closed: make(chan struct{}), watch: b.watch}
 	return b.cur, nil
 }
 
@@ -279,7 +277,7 @@ func (b *reqBody) open(ctx context.Context) (io.ReadCloser, error) {
 // known complete.
 func (b *reqBody) sum() string {
 	if b.buf != nil {
-		return fmt.Sprintf("%08x", adler32.Checksum(b.buf))
+		return httpx.Adler32Of(b.buf)
 	}
 	if b.cur == nil {
 		return ""

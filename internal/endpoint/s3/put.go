@@ -6,13 +6,13 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"fmt"
-	"hash/adler32"
 	"io"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // maxSingleCopy is the largest object one CopyObject may copy (5 GiB);
@@ -132,7 +132,7 @@ func (e *Endpoint) putSingle(ctx context.Context, p, k string, data []byte) erro
 	_, err := e.data.PutObject(ctx, e.bucket, k, bytes.NewReader(data), int64(len(data)),
 		base64.StdEncoding.EncodeToString(sum[:]), "", minio.PutObjectOptions{
 			ContentType:  "application/octet-stream",
-			UserMetadata: map[string]string{metaAdler32: fmt.Sprintf("%08x", adler32.Checksum(data))},
+			UserMetadata: map[string]string{metaAdler32: httpx.Adler32Of(data)},
 			// Content-MD5 guards the body; SigV4's payload hash would
 			// cost a second pass over it on plain http.
 			DisableContentSha256: true,
@@ -168,7 +168,7 @@ func (e *Endpoint) putMultipart(ctx context.Context, p, k string, src io.Reader,
 		}
 	}()
 	buf := make([]byte, partSize)
-	h := adler32.New()
+	h := httpx.NewAdler32()
 	var parts []minio.CompletePart
 	var total int64
 	for num := 1; ; num++ {

@@ -52,8 +52,6 @@ import (
 const (
 	// DefaultRegion is used when S3Config.Region is empty.
 	DefaultRegion = "us-east-1"
-	// DefaultPresignExpiry is used when S3Config.PresignExpiry is zero.
-	DefaultPresignExpiry = time.Hour
 	// MaxPresignExpiry is the longest a SigV4 pre-signed URL may live.
 	MaxPresignExpiry = 7 * 24 * time.Hour
 	// DefaultPartSize is the multipart part size and threshold by default.
@@ -135,7 +133,7 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 	}
 	var errs []error
 	if e.expiry == 0 {
-		e.expiry = DefaultPresignExpiry
+		e.expiry = endpoint.DefaultPresignExpiry
 	}
 	if e.expiry < time.Second || e.expiry > MaxPresignExpiry {
 		errs = append(errs, fmt.Errorf("s3.presign_expiry %v: must be between 1s and 168h", sc.PresignExpiry))
