@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/adler32"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/storage/storagetest"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -87,40 +87,16 @@ func mustRun(t *testing.T, args ...string) result {
 }
 
 // startStorage runs the storage role on a fresh directory on a loopback
-// port; with tl it serves HTTPS. It returns the base URL ("http://…/") and
-// the directory.
+// port; with tl it serves HTTPS. It returns the base URL ("http://…/"),
+// the directory and the role's handler.
 func startStorage(t *testing.T, tl *testenv.TLS) (string, string, http.Handler) {
 	t.Helper()
-	root := t.TempDir()
-	cfg := storage.Config{Listen: "127.0.0.1:0", Root: root}
-	scheme := "http"
+	var cfg storage.Config
 	if tl != nil {
-		cfg.TLSCert, cfg.TLSKey, scheme = tl.CertFile, tl.KeyFile, "https"
+		cfg.TLSCert, cfg.TLSKey = tl.CertFile, tl.KeyFile
 	}
-	srv, err := storage.New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("storage.New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("storage server: %v", err)
-			}
-			srv.Close()
-		case <-time.After(15 * time.Second):
-			t.Errorf("storage server did not stop within 15s")
-		}
-	})
-	return fmt.Sprintf("%s://%s/", scheme, ln.Addr()), root, srv.Handler()
+	site := storagetest.Start(t, cfg)
+	return site.URL, site.Dir, site.Server.Handler()
 }
 
 // randomFile writes n random bytes to dir/name and returns them.

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,34 +11,15 @@ import (
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/storage/storagetest"
 )
 
 // startStorage runs lakefed's storage role on a loopback port and returns
 // its base URL and directory.
 func startStorage(t *testing.T) (string, string) {
 	t.Helper()
-	root := t.TempDir()
-	srv, err := storage.New(storage.Config{Root: root}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("storage.New = %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Errorf("storage server did not stop within 15s")
-		}
-		srv.Close()
-	})
-	return "http://" + ln.Addr().String() + "/", root
+	site := storagetest.Start(t, storage.Config{})
+	return site.URL, site.Dir
 }
 
 func newEndpoint(ctx context.Context, cfg endpoint.Config) (endpoint.Endpoint, error) {

@@ -18,9 +18,7 @@ import (
 	"fmt"
 	"hash/adler32"
 	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +30,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/storage/storagetest"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -54,40 +53,17 @@ type server struct {
 // secure is set.
 func startStorage(t *testing.T, secure bool) *server {
 	t.Helper()
-	s := &server{root: t.TempDir(), client: &http.Client{Timeout: cmdTimeout}}
-	cfg := storage.Config{Listen: "127.0.0.1:0", Root: s.root}
-	scheme := "http"
+	s := &server{client: &http.Client{Timeout: cmdTimeout}}
+	var cfg storage.Config
 	if secure {
 		s.tls = testenv.NewTLS(t)
-		cfg.TLSCert, cfg.TLSKey, scheme = s.tls.CertFile, s.tls.KeyFile, "https"
+		cfg.TLSCert, cfg.TLSKey = s.tls.CertFile, s.tls.KeyFile
 		s.client = s.tls.Client()
 		s.client.Timeout = cmdTimeout
 		s.caDir = hashedCADir(t, s.tls.CAFile)
 	}
-	srv, err := storage.New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("storage.New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("storage server: %v", err)
-			}
-			srv.Close()
-		case <-time.After(15 * time.Second):
-			t.Errorf("storage server did not stop within 15s")
-		}
-	})
-	s.url = fmt.Sprintf("%s://%s/", scheme, ln.Addr())
+	site := storagetest.Start(t, cfg)
+	s.url, s.root = site.URL, site.Dir
 	return s
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/storage/storagetest"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -47,27 +48,7 @@ func serve(t *testing.T, h http.Handler) string {
 // startStorage runs the storage role on a loopback port.
 func startStorage(t *testing.T) string {
 	t.Helper()
-	srv, err := storage.New(storage.Config{Root: t.TempDir()}, quiet)
-	if err != nil {
-		t.Fatalf("storage.New = %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Errorf("storage server did not stop within 15s")
-		}
-		srv.Close()
-	})
-	return "http://" + ln.Addr().String() + "/"
+	return storagetest.Start(t, storage.Config{}).URL
 }
 
 // benchSetup runs short open and read tests against a storage role,

@@ -3,13 +3,13 @@ package http_test
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/endpointtest"
 	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/storage/storagetest"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -17,29 +17,7 @@ import (
 // ends and returns its base URL.
 func startStorage(t *testing.T, cfg storage.Config) string {
 	t.Helper()
-	cfg.Root = t.TempDir()
-	srv, err := storage.New(cfg, quiet)
-	if err != nil {
-		t.Fatalf("storage.New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("storage Serve: %v", err)
-		}
-	})
-	scheme := "http"
-	if cfg.TLSCert != "" {
-		scheme = "https"
-	}
-	return scheme + "://" + ln.Addr().String() + "/"
+	return storagetest.Start(t, cfg).URL
 }
 
 // storageCaps: the storage role offers every checksum lakefed computes.
