@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/net/webdav"
 	"golang.org/x/sys/unix"
@@ -62,7 +63,7 @@ func (d davFS) OpenFile(ctx context.Context, name string, flag int, perm os.File
 	if err != nil {
 		return nil, hide(err)
 	}
-	return &davFile{File: f}, nil
+	return &davFile{File: f, name: path.Clean("/" + name), locks: d.s.locks}, nil
 }
 
 func (d davFS) RemoveAll(ctx context.Context, name string) error {
@@ -117,10 +118,17 @@ func (fi fileInfo) ContentType(ctx context.Context) (string, error) {
 // davFile is an open file or directory for the WebDAV layer. It hides
 // reserved names from listings and keeps dead properties (RFC 4918 §4) in
 // extended attributes "user.lakefed.dav.<namespace> <local name>" whose
-// value is "<xml:lang>\n<inner XML>". Not safe for concurrent use.
+// value is "<xml:lang>\n<inner XML>". The live DAV:lockdiscovery property
+// (RFC 4918 §15.8), which x/net/webdav cannot fill in, is added to them
+// from the lock table. Not safe for concurrent use.
 type davFile struct {
 	*os.File
+	name  string      // clean WebDAV name, for lockdiscovery
+	locks *lockSystem // nil: no lockdiscovery
 }
+
+// lockDiscoveryName is the DAV:lockdiscovery property.
+var lockDiscoveryName = xml.Name{Space: "DAV:", Local: "lockdiscovery"}
 
 var (
 	_ webdav.File            = (*davFile)(nil)
@@ -186,6 +194,17 @@ func (f *davFile) DeadProps() (map[xml.Name]webdav.Property, error) {
 		xn := xml.Name{Space: space, Local: local}
 		props[xn] = webdav.Property{XMLName: xn, Lang: lang, InnerXML: []byte(inner)}
 	}
+	if f.locks != nil {
+		if props == nil {
+			props = map[xml.Name]webdav.Property{}
+		}
+		var inner string
+		if f.locks.held.Load() > 0 {
+			inner = activeLocksXML(f.locks.locksOn(time.Now(), f.name))
+			inner = strings.TrimSuffix(strings.TrimPrefix(inner, "<D:lockdiscovery>"), "</D:lockdiscovery>")
+		}
+		props[lockDiscoveryName] = webdav.Property{XMLName: lockDiscoveryName, InnerXML: []byte(inner)}
+	}
 	return props, nil
 }
 
@@ -198,6 +217,12 @@ func (f *davFile) Patch(patches []webdav.Proppatch) ([]webdav.Propstat, error) {
 	var order []int
 	for _, p := range patches {
 		for _, prop := range p.Props {
+			if prop.XMLName == lockDiscoveryName {
+				// Live, never stored: x/net/webdav's COPY hands every
+				// property DeadProps returned to the copy (PROPPATCH
+				// refuses it as protected before reaching here).
+				continue
+			}
 			n := propXattrPrefix + prop.XMLName.Space + " " + prop.XMLName.Local
 			var err error
 			if p.Remove {

@@ -213,13 +213,21 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 			return 0
 		}
 		s.dav.ServeHTTP(w, r)
-	case "PROPPATCH", "LOCK":
+	case "PROPPATCH":
 		if code, reason := checkXMLBody(r); code != 0 {
 			httpError(w, code, reason)
 			return 0
 		}
 		s.dav.ServeHTTP(w, r)
-	case "MKCOL", "UNLOCK":
+	case "LOCK":
+		if code, reason := checkXMLBody(r); code != 0 {
+			httpError(w, code, reason)
+			return 0
+		}
+		s.serveLock(w, r, p)
+	case "UNLOCK":
+		s.serveUnlock(w, r, p)
+	case "MKCOL":
 		s.dav.ServeHTTP(w, r)
 	default:
 		w.Header()["Allow"] = hdrAllow

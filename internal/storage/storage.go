@@ -106,7 +106,7 @@ type Server struct {
 	m           *metrics
 	metricsH    http.Handler
 	dav         *webdav.Handler
-	locks       *countingLS
+	locks       *lockSystem
 	sums        singleflight.Group // coalesces checksum computations per file
 	handler     http.Handler
 
@@ -178,7 +178,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		tlsConfig:   tlsConfig,
 		metricsPath: metricsPath,
 		reg:         prometheus.NewRegistry(),
-		locks:       &countingLS{LockSystem: webdav.NewMemLS()},
+		locks:       newLockSystem(),
 		writeChunk:  (*os.File).Write,
 	}
 	s.openBeneath()
