@@ -3,8 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,20 +132,9 @@ func newTransport(cfg TargetConfig) (*http.Transport, error) {
 	if conns <= 0 {
 		conns = 1024
 	}
-	tlsc := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify}
-	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("bench: CA file: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("bench: CA file %s: no certificates", cfg.CAFile)
-		}
-		tlsc.RootCAs = pool
+	tlsc, err := endpoint.Config{CAFile: cfg.CAFile, InsecureSkipVerify: cfg.InsecureSkipVerify}.TLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {

@@ -1,6 +1,12 @@
 package endpoint
 
-import "time"
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"time"
+)
 
 // Config is what every kind's constructor gets. Fields a kind does not use
 // are ignored by it; kinds validate the ones they do use.
@@ -80,4 +86,29 @@ func (c Config) TimeoutOrDefault() time.Duration {
 		return c.Timeout
 	}
 	return DefaultTimeout
+}
+
+// TLSConfig is the client TLS configuration c asks for: the system roots
+// plus the CAs in CAFile, and InsecureSkipVerify. It returns nil, nil when
+// c sets neither (the transport's default then applies).
+func (c Config) TLSConfig() (*tls.Config, error) {
+	if c.CAFile == "" && !c.InsecureSkipVerify {
+		return nil, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // opt-in, for tests; documented on the field
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s: no PEM certificates", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
 }

@@ -21,8 +21,6 @@ package http
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +28,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -112,20 +109,9 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		}
 	}
 	timeout := cfg.TimeoutOrDefault()
-	tlsConf := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // tests only, documented in Config
-	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("http: endpoint %s: ca_file: %w", cfg.Name, err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("http: endpoint %s: ca_file %s: no PEM certificates", cfg.Name, cfg.CAFile)
-		}
-		tlsConf.RootCAs = pool
+	tlsConf, err := cfg.TLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("http: endpoint %s: %w", cfg.Name, err)
 	}
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{

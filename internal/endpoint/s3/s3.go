@@ -25,8 +25,6 @@ package s3
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -218,22 +216,11 @@ func transport(cfg endpoint.Config) (*http.Transport, error) {
 	tr.MaxIdleConns = 256
 	tr.MaxIdleConnsPerHost = 64
 	tr.DisableCompression = true
-	if cfg.CAFile != "" || cfg.InsecureSkipVerify {
-		tc := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} // #nosec G402 -- for tests, documented in Config
-		if cfg.CAFile != "" {
-			pem, err := os.ReadFile(cfg.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("ca_file: %w", err)
-			}
-			pool, err := x509.SystemCertPool()
-			if err != nil {
-				pool = x509.NewCertPool()
-			}
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("ca_file %s: no PEM certificates", cfg.CAFile)
-			}
-			tc.RootCAs = pool
-		}
+	tc, err := cfg.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
 		tr.TLSClientConfig = tc
 	}
 	return tr, nil

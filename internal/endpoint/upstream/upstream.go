@@ -15,8 +15,6 @@ package upstream
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -24,7 +22,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -101,19 +98,11 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	tr.ExpectContinueTimeout = time.Second
-	if cfg.CAFile != "" || cfg.InsecureSkipVerify {
-		tc := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // opt-in, for tests
-		if cfg.CAFile != "" {
-			pem, err := os.ReadFile(cfg.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("upstream: %s: %w", cfg.Name, err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("upstream: %s: no certificates in %s", cfg.Name, cfg.CAFile)
-			}
-			tc.RootCAs = pool
-		}
+	tc, err := cfg.TLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %s: %w", cfg.Name, err)
+	}
+	if tc != nil {
 		tr.TLSClientConfig = tc
 	}
 	return &Endpoint{
