@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -110,8 +108,7 @@ func runServe(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("federation: %w", err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/", fed.Handler())
+		var ui http.Handler // the dashboard, when the results store opens
 		if st := openResults(ctx, cfg, log); st != nil {
 			// The tester and the latency sampler stop, and are waited for,
 			// before the store closes and before the federator does.
@@ -134,13 +131,10 @@ func runServe(ctx context.Context, args []string) error {
 			}
 			dash := web.New(web.Options{Store: st, Federator: fed, Tests: tests, Log: log})
 			uiWG.Go(func() { dash.Run(uiCtx) })
-			// The dashboard takes /ui and everything below it from the
-			// federated namespace.
-			mux.Handle("/ui/", dash)
-			mux.Handle("/ui", dash)
+			ui = dash
 		}
 		hs := &http.Server{
-			Handler:           namespaceFirst(mux, fed.Handler()),
+			Handler:           web.Front(fed.Handler(), ui),
 			ReadHeaderTimeout: 30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
@@ -225,34 +219,4 @@ func runCheckConfig(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("%s: ok (%d storage servers, federation: %v, %d endpoints)\n", fs.Arg(0), len(cfg.Storage), cfg.Federation != nil, eps)
 	return nil
-}
-
-// namespaceFirst sends requests for clean namespace paths straight to fed
-// and everything else (the dashboard under /ui, paths the mux would
-// redirect to their clean form, "*" and CONNECT) through mux: the mux's
-// matching was a few percent of the redirect path's CPU. Answers are the
-// same as through mux alone, whose "/" pattern is fed.
-func namespaceFirst(mux *http.ServeMux, fed http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; r.Method != http.MethodConnect && cleanNamespacePath(p) {
-			fed.ServeHTTP(w, r)
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
-}
-
-// cleanNamespacePath reports whether p is a path ServeMux would neither
-// redirect to its clean form (path.Clean, keeping a trailing slash) nor
-// give to the dashboard (/ui). path.Clean does not allocate when p is
-// already clean.
-func cleanNamespacePath(p string) bool {
-	if p == "" || p[0] != '/' || p == "/ui" || strings.HasPrefix(p, "/ui/") {
-		return false
-	}
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		return len(p) == len(np)+1 && p[:len(np)] == np
-	}
-	return np == p
 }

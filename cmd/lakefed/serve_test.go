@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,46 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-// TestNamespaceFirst: clean namespace paths go straight to the federator;
-// the dashboard, unclean paths (which the mux redirects) and "*" go
-// through the mux, so answers are what the mux alone gives.
-func TestNamespaceFirst(t *testing.T) {
-	var got string
-	mark := func(name string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = name })
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/", mark("mux-fed"))
-	mux.Handle("/ui/", mark("ui"))
-	mux.Handle("/ui", mark("ui"))
-	h := namespaceFirst(mux, mark("fed"))
-	tests := []struct{ path, want string }{
-		{"/", "fed"},
-		{"/data/d000/f00001", "fed"},
-		{"/data/dir/", "fed"},
-		{"/uix", "fed"},
-		{"/ui", "ui"},
-		{"/ui/endpoints", "ui"},
-		{"/data//f", "redirect"},
-		{"/data/./f", "redirect"},
-		{"/data/../f", "redirect"},
-		{"/data/f/..", "redirect"},
-		{"/data/dir//", "redirect"},
-	}
-	for _, tt := range tests {
-		got = ""
-		req := httptest.NewRequest(http.MethodGet, "http://fed"+tt.path, nil)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code == http.StatusMovedPermanently || w.Code == http.StatusTemporaryRedirect {
-			got = "redirect"
-		}
-		if got != tt.want {
-			t.Errorf("GET %s went to %q (status %d), want %q", tt.path, got, w.Code, tt.want)
-		}
-	}
-}
 
 // TestServePprofFlag: serve --pprof opens the profiling listener beside
 // the federator.

@@ -260,7 +260,7 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	dash := web.New(web.Options{Store: d.Store, Federator: d.Federator, Log: opts.Log})
 	d.srvWG.Go(func() { dash.Run(srvCtx) })
 	d.hs = &http.Server{
-		Handler:           d.handler(dash),
+		Handler:           web.Front(d.Federator.Handler(), dash),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -284,22 +284,6 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	}
 	d.stopWatch = context.AfterFunc(ctx, d.shutdown)
 	return d, nil
-}
-
-// handler is what the federator's listener serves: the dashboard at /ui
-// and under /ui/, the federator everywhere else (so a file at /ui in the
-// namespace is shadowed). A plain prefix test rather than an
-// http.ServeMux, so that the federator keeps its own path handling
-// (ServeMux would redirect unclean paths before the federator saw them).
-func (d *Demo) handler(ui http.Handler) http.Handler {
-	fed := d.Federator.Handler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "/ui" || strings.HasPrefix(p, "/ui/") {
-			ui.ServeHTTP(w, r)
-			return
-		}
-		fed.ServeHTTP(w, r)
-	})
 }
 
 // startSite starts one storage server on a free loopback port.

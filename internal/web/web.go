@@ -10,8 +10,7 @@
 //
 //	dash := web.New(web.Options{Store: st, Federator: fed, Tests: sched, Log: log})
 //	go dash.Run(ctx) // latency history of the federator's endpoints
-//	mux.Handle("/ui/", dash)
-//	mux.Handle("/ui", dash)
+//	srv := &http.Server{Handler: web.Front(fed.Handler(), dash)}
 package web
 
 import (
