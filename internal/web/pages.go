@@ -338,18 +338,23 @@ type runPage struct {
 	Label   string
 }
 
+// runWithSteps loads run id and its ramp stages for a request.
+func (d *Dashboard) runWithSteps(r *http.Request, id int64) (store.Run, []store.Step, error) {
+	run, err := d.o.Store.Get(r.Context(), id)
+	if err != nil {
+		return store.Run{}, nil, err
+	}
+	steps, err := d.o.Store.Steps(r.Context(), id)
+	return run, steps, err
+}
+
 func (d *Dashboard) serveRun(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	run, err := d.o.Store.Get(r.Context(), id)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	steps, err := d.o.Store.Steps(r.Context(), id)
+	run, steps, err := d.runWithSteps(r, id)
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -524,12 +529,7 @@ func (d *Dashboard) servePlot(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, badRequest("plot names end in .svg"))
 		return
 	}
-	run, err := d.o.Store.Get(r.Context(), id)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	steps, err := d.o.Store.Steps(r.Context(), id)
+	run, steps, err := d.runWithSteps(r, id)
 	if err != nil {
 		d.fail(w, r, err)
 		return

@@ -280,12 +280,7 @@ func (d *Dashboard) apiRun(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	run, err := d.o.Store.Get(r.Context(), id)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	steps, err := d.o.Store.Steps(r.Context(), id)
+	run, steps, err := d.runWithSteps(r, id)
 	if err != nil {
 		d.fail(w, r, err)
 		return
