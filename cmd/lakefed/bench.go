@@ -139,6 +139,9 @@ func (bf *benchFlags) target(ctx context.Context, rawURL string) (*bench.Target,
 		URL: rawURL, Site: bf.site, Timeout: bf.cf.timeout, CAFile: bf.cf.caFile,
 		InsecureSkipVerify: bf.cf.insecure, BearerToken: os.Getenv("BEARER_TOKEN"), MaxConns: bf.maxConns,
 		NewEndpoint: func(ctx context.Context, cfg endpoint.Config) (endpoint.Endpoint, error) {
+			if strings.HasPrefix(strings.ToLower(cfg.URL), "s3://") {
+				cfg.S3 = s3FromEnv()
+			}
 			return kinds.New(ctx, cfg, discardLogger())
 		},
 	})

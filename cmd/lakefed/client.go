@@ -95,11 +95,7 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 		cfg.URL = strings.ToLower(u.Scheme) + "://" + u.Host + "/"
 		p = u.Path
 		if strings.EqualFold(u.Scheme, "s3") {
-			cfg.S3 = &endpoint.S3Config{
-				Endpoint:  os.Getenv("AWS_ENDPOINT_URL"),
-				Region:    os.Getenv("AWS_DEFAULT_REGION"),
-				PathStyle: true,
-			}
+			cfg.S3 = s3FromEnv()
 		}
 	case hasScheme && strings.EqualFold(scheme, "file"):
 		u, err := url.Parse(raw)
@@ -137,6 +133,17 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 	}
 	t.ep = ep
 	return t, nil
+}
+
+// s3FromEnv is the S3 server of s3:// URLs given on the command line, read
+// from the environment as the AWS CLI reads it (credentials too, by the s3
+// kind: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+func s3FromEnv() *endpoint.S3Config {
+	return &endpoint.S3Config{
+		Endpoint:  os.Getenv("AWS_ENDPOINT_URL"),
+		Region:    os.Getenv("AWS_DEFAULT_REGION"),
+		PathStyle: true,
+	}
 }
 
 // discardLogger is the kinds' logger: a command reports through its error.

@@ -44,6 +44,17 @@ func TestClientRootAndS3(t *testing.T) {
 				t.Errorf("stat after rm: exit %d (%s), want %d", r.code, r.stderr, exitNotFound)
 			}
 			_ = os.Remove(back)
+
+			// lakefed bench works against the kind too.
+			r := mustRun(t, "bench", "io", "--no-store", "--json", "--size", "2MiB", tc.base)
+			if !strings.Contains(r.stdout, `"verified": true`) && !strings.Contains(r.stdout, `"verified":true`) {
+				t.Errorf("bench io %s: want a verified round trip, got %s", tc.base, r.stdout)
+			}
+			r = mustRun(t, "bench", "open", "--no-store", "--speed", "50", "--jobs", "4", "--ramp-step", "0",
+				"--hold", "10s", "--files", "10", tc.base)
+			if !strings.Contains(r.stdout, "0 failed") {
+				t.Errorf("bench open %s: want no failed opens, got %s", tc.base, r.stdout)
+			}
 		})
 	}
 }
