@@ -29,12 +29,11 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 		return fmt.Errorf("xroot: put %q: %w: the endpoint root", p, endpoint.ErrRefused)
 	}
 	tmp := tempName(rp)
-	s, err := e.session(ctx)
-	if err != nil {
-		return wrapErr("put", p, err)
-	}
+	// The open goes through doSession, which retries it on a fresh
+	// session when the current one dies under it: nothing of r is read
+	// before the open succeeds.
 	var f xrdfs.File
-	err = e.await(ctx, s, e.timeout, func() error {
+	s, err := e.doSession(ctx, e.timeout, func(s *session) error {
 		var err error
 		f, err = s.cli.FS().Open(s.sctx, tmp, 0o644, xrdfs.OpenOptionsNew|xrdfs.OpenOptionsMkPath)
 		return err

@@ -271,12 +271,19 @@ func (e *Endpoint) drop(s *session, why string) {
 // most d for it (see conn.go): a server error comes back as is; no answer
 // within d kills the session. It holds no locks while it waits.
 func (e *Endpoint) do(ctx context.Context, d time.Duration, f func(s *session) error) error {
+	_, err := e.doSession(ctx, d, f)
+	return err
+}
+
+// doSession is do that also returns the session the call ran on, for
+// callers that go on using it (Put's open, then its writes).
+func (e *Endpoint) doSession(ctx context.Context, d time.Duration, f func(s *session) error) (*session, error) {
 	if err := ctx.Err(); err != nil {
-		return ctxErr(ctx)
+		return nil, ctxErr(ctx)
 	}
 	s, err := e.session(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	err = e.await(ctx, s, d, func() error { return f(s) })
 	var ab abandoned
@@ -285,16 +292,18 @@ func (e *Endpoint) do(ctx context.Context, d time.Duration, f func(s *session) e
 		// failure or a broken connection, not by this caller, and the
 		// call has returned (an abandoned one may still be running, and
 		// f writes its caller's variables): try once more on a fresh
-		// session. The calls made through do are single
-		// requests (stat, dirlist, mkdir -p, rm, rmdir); a retried rm
-		// whose first try did land reports ErrNotFound.
-		s, err2 := e.session(ctx)
+		// session. The calls made through do are single requests
+		// (stat, dirlist, mkdir -p, rm, rmdir, Put's open of a new
+		// temporary file); a retried rm whose first try did land
+		// reports ErrNotFound.
+		s2, err2 := e.session(ctx)
 		if err2 != nil {
-			return err
+			return s, err
 		}
+		s = s2
 		err = e.await(ctx, s, d, func() error { return f(s) })
 	}
-	return err
+	return s, err
 }
 
 // await runs f (a call on s, made with s.sctx) and waits for it, the
@@ -337,7 +346,15 @@ func (e *Endpoint) wait(ctx context.Context, s *session, d time.Duration, done <
 		return abandoned{fmt.Errorf("%w: no answer within %v", endpoint.ErrUnavailable, d)}
 	case <-s.dead:
 		t.Stop()
-		return abandoned{errLost}
+		// The session's context is cancelled, so the call ends at once;
+		// take its own answer when it comes, so that callers know it has
+		// returned (and may retry on a fresh session).
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Second):
+			return abandoned{errLost}
+		}
 	case <-ctx.Done():
 		e.watch(s, t, done)
 		return ctxErr(ctx)
