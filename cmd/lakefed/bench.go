@@ -87,7 +87,6 @@ type benchFlags struct {
 	label    string
 	maxConns int
 	th       bench.Thresholds
-	maxBlock time.Duration
 }
 
 func (bf *benchFlags) register(fs *flag.FlagSet, classified bool) {

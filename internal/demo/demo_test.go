@@ -281,8 +281,9 @@ func TestDashboardMounted(t *testing.T) {
 		t.Errorf("GET /ui = %s to %q, want 301 to /ui/", resp.Status, resp.Header.Get("Location"))
 	}
 	resp, body := get(t, noRedirect, http.MethodGet, d.FederatorURL+"/ui/")
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
-		t.Errorf("GET /ui/ = %s, %s; want 200 text/html", resp.Status, resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(string(body), "site-a") {
+		t.Errorf("GET /ui/ = %s, %s; want 200 text/html naming site-a:\n%s", resp.Status, resp.Header.Get("Content-Type"), body)
 	}
 	resp, body = get(t, noRedirect, http.MethodGet, d.FederatorURL+"/ui/api/endpoints")
 	for _, s := range d.Sites {

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -321,15 +320,6 @@ func (tf *testFed) state(name string) string {
 		}
 	}
 	return "absent"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // cfgYAML builds a config with the given federation lines and endpoints

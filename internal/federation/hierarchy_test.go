@@ -22,7 +22,7 @@ func switchable(t *testing.T) (*httptest.Server, *atomic.Pointer[http.Handler]) 
 			(*p).ServeHTTP(w, r)
 			return
 		}
-		http.Error(w, "not ready", 503)
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &h

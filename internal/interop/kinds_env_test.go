@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -242,11 +241,6 @@ func lakefedBinary(t *testing.T) string {
 		t.Fatalf("go build lakefed: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// joinURL joins a base URL and an endpoint path.
-func joinURL(base, p string) string {
-	return strings.TrimSuffix(base, "/") + path.Clean("/"+p)
 }
 
 // execOut runs a command under ctx and returns its combined output.

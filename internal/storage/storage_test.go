@@ -474,6 +474,7 @@ func TestWebDAV(t *testing.T) {
 		t.Errorf("after COPY+MOVE content = %q", b)
 	}
 	resp, body = ts2.do(t, "PROPFIND", "/col/h.txt", strings.NewReader(find), "Depth", "0")
+	wantStatus(t, resp, body, 207)
 	if !strings.Contains(body, ">blue<") {
 		t.Errorf("dead property not carried by COPY/MOVE: %s", body)
 	}

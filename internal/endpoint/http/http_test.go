@@ -65,21 +65,6 @@ func TestRedirectURL(t *testing.T) {
 	}
 }
 
-// fileServer serves one file at /f with http.ServeContent, counting
-// requests by method.
-type fileServer struct {
-	data  []byte
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (f *fileServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.calls[r.Method]++
-	f.mu.Unlock()
-	http.ServeContent(w, r, "f", time.Unix(1e9, 0), bytes.NewReader(f.data))
-}
-
 // TestRedirects checks that every method follows redirects with its
 // method kept, that the bearer token stays with the endpoint's own host,
 // and that a loop ends.
