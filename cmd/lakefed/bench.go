@@ -114,6 +114,26 @@ func (bf *benchFlags) common(p bench.Progress) bench.Common {
 	return bench.Common{Speed: bf.speed, Seed: bf.seed, Reuse: bf.reuse, Keep: bf.keep, Progress: p}
 }
 
+// parseAndRun is the whole of a test subcommand once its flags are
+// registered: parse args, take the one URL, build the target and run the
+// test on it with runOne.
+func (bf *benchFlags) parseAndRun(ctx context.Context, stdout io.Writer, fs *flag.FlagSet, args []string, kind string,
+	params any, test func(*bench.Target, bench.Common) (*bench.Result, error)) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	u, err := oneURL(fs, kind)
+	if err != nil {
+		return err
+	}
+	t, err := bf.target(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return bf.runOne(ctx, stdout, kind, u, params, func(c bench.Common) (*bench.Result, error) { return test(t, c) })
+}
+
 // runOne runs one test with a fresh progress display, then records and
 // prints its result, or records its failure. params is what the run is
 // stored with (the test's options, read after test has filled them).
@@ -252,19 +272,7 @@ func benchOpen(ctx context.Context, stdout io.Writer, args []string) error {
 	rampFlags(fs, &o.Ramp, &o.Period)
 	fs.IntVar(&o.Files, "files", o.Files, "files in the fresh file list")
 	fs.Var(sizeFlag{&o.FileSize}, "file-size", "size of each fresh file (e.g. 4KiB)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	u, err := oneURL(fs, "open")
-	if err != nil {
-		return err
-	}
-	t, err := bf.target(ctx, u)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	return bf.runOne(ctx, stdout, "open", u, &o, func(c bench.Common) (*bench.Result, error) {
+	return bf.parseAndRun(ctx, stdout, fs, args, "open", &o, func(t *bench.Target, c bench.Common) (*bench.Result, error) {
 		o.Common = c
 		return bench.Open(ctx, t, o)
 	})
@@ -281,19 +289,7 @@ func benchRead(ctx context.Context, stdout io.Writer, args []string) error {
 	fs.IntVar(&o.Files, "files", 0, "files in the fresh set (0: one per job, at most 100)")
 	fs.Var(sizeFlag{&o.FileSize}, "file-size", "size of each fresh file (0: 8 blocks)")
 	fs.IntVar(&o.TargetJobs, "target-jobs", 0, "jobs that must be sustained for \"ok\" (0: --jobs)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	u, err := oneURL(fs, "read")
-	if err != nil {
-		return err
-	}
-	t, err := bf.target(ctx, u)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	return bf.runOne(ctx, stdout, "read", u, &o, func(c bench.Common) (*bench.Result, error) {
+	return bf.parseAndRun(ctx, stdout, fs, args, "read", &o, func(t *bench.Target, c bench.Common) (*bench.Result, error) {
 		o.Common = c
 		return bench.Read(ctx, t, o)
 	})
@@ -305,19 +301,7 @@ func benchIO(ctx context.Context, stdout io.Writer, args []string) error {
 	bf.register(fs, false)
 	o := bench.IOOptions{Size: 1 << 30}
 	fs.Var(sizeFlag{&o.Size}, "size", "file size (e.g. 1GiB)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	u, err := oneURL(fs, "io")
-	if err != nil {
-		return err
-	}
-	t, err := bf.target(ctx, u)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	return bf.runOne(ctx, stdout, "io", u, &o, func(c bench.Common) (*bench.Result, error) {
+	return bf.parseAndRun(ctx, stdout, fs, args, "io", &o, func(t *bench.Target, c bench.Common) (*bench.Result, error) {
 		o.Common = c
 		return bench.IO(ctx, t, o)
 	})
