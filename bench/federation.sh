@@ -27,6 +27,7 @@
 # Needs: go, wrk, nginx, xrootd, cmsd, python3 (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh # free_port, wait_port
 FILES=${FILES:-30000}        # files on every site (first WARM of them form the warm set)
 WARM=${WARM:-1000}           # warm set: looked up once before the warm runs
 PER=100                      # files per directory
@@ -64,8 +65,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 150); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.1; done; echo "nothing on port $1" >&2; return 1; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 log() { echo "[$(date +%T) load $(load1)] $*" >&2; }
 

@@ -30,21 +30,14 @@
 # S3ProxyInstall), nginx + dav-ext, xrootd, xrdcp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SIZE_MB=${SIZE_MB:-1024}
 ROUNDS=${ROUNDS:-3}
 for t in go curl java nginx xrootd xrdcp bc; do command -v $t >/dev/null || { echo "missing $t: run scripts/install-deps.sh" >&2; exit 1; }; done
 JAR=${LAKEFED_S3PROXY_JAR:-$(ls "${XDG_CACHE_HOME:-$HOME/.cache}"/lakefed-s3proxy/s3proxy-*-jar-with-dependencies.jar 2>/dev/null | sort | tail -1)}
 [ -f "$JAR" ] || { echo "no s3proxy jar; fetch it with: mvn -B -q dependency:copy -Dartifact=org.gaul:s3proxy:2.6.0:jar:jar-with-dependencies -DoutputDirectory=\$HOME/.cache/lakefed-s3proxy" >&2; exit 1; }
 
-W=$(mktemp -d /tmp/lakefed-kinds.XXXXXX)
-chmod 755 "$W"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$W"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.1; done; echo "nothing on port $1" >&2; return 1; }
-
+new_workdir lakefed-kinds
 go build -o "$W/lakefed" ./cmd/lakefed
 DATA=$W/data
 mkdir -p "$DATA"
@@ -56,43 +49,8 @@ LP=$(free_port)
 "$W/lakefed" storage --root "$DATA" --listen 127.0.0.1:$LP >"$W/storage.log" 2>&1 &
 PIDS+=($!)
 
-# nginx WebDAV
-NP=$(free_port)
-MOD=$(nginx -V 2>&1 | sed -n 's/.*--modules-path=\([^ ]*\).*/\1/p')
-mkdir -p "$W/nginx/tmp" "$W/nginx/logs"
-cat > "$W/nginx/nginx.conf" <<CFG
-load_module $MOD/ngx_http_dav_ext_module.so;
-$([ "$(id -u)" = 0 ] && echo "user root root;")
-worker_processes auto;
-pid $W/nginx/nginx.pid;
-error_log $W/nginx/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;
-  client_body_temp_path $W/nginx/tmp;
-  server {
-    listen 127.0.0.1:$NP; root $DATA; client_max_body_size 0;
-    location / { dav_methods PUT DELETE MKCOL; dav_ext_methods PROPFIND OPTIONS; }
-  }
-}
-CFG
-nginx -p "$W/nginx" -c "$W/nginx/nginx.conf" -g 'daemon off;' >"$W/nginx/logs/out.log" 2>&1 &
-PIDS+=($!)
-
-# XRootD with XrdHttp (refuses to run as root: drop to the xrootd user)
-XP=$(free_port); XHP=$(free_port)
-mkdir -p "$W/xrd/admin" "$W/xrd/run"
-cat > "$W/xrd/xrootd.cfg" <<CFG
-all.export /
-oss.localroot $DATA
-xrd.port $XP
-all.adminpath $W/xrd/admin
-all.pidpath $W/xrd/run
-xrd.protocol XrdHttp:$XHP libXrdHttp.so
-CFG
-RUNAS=(); if [ "$(id -u)" = 0 ]; then RUNAS=(-R xrootd); chown -R xrootd: "$W/xrd" "$DATA"; fi
-xrootd "${RUNAS[@]}" -c "$W/xrd/xrootd.cfg" -l "$W/xrd/xrootd.log" >/dev/null 2>&1 &
-PIDS+=($!)
+start_nginx "$DATA"
+start_xrootd "$DATA"
 
 # S3: s3proxy with its filesystem backend, bucket "bench"
 SP=$(free_port)
@@ -128,7 +86,7 @@ federation:
 CFG
 "$W/lakefed" serve --config "$W/fed.yaml" >"$W/fed.log" 2>&1 &
 PIDS+=($!)
-wait_port $LP; wait_port $NP; wait_port $XP; wait_port $XHP; wait_port $SP; wait_port $FP
+wait_port $LP; wait_port $NP; wait_port $XP; wait_port $XHP; wait_port $SP 60; wait_port $FP
 FED=http://127.0.0.1:$FP
 # Wait until the federator has seen every endpoint up (s3proxy and xrootd
 # start slower than the federator's first probes).
