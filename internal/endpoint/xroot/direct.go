@@ -50,9 +50,10 @@ import (
 
 // More XRootD request codes and flags (XProtocol.hh).
 const (
-	reqOpen = 3010
-	reqRead = 3013
-	reqStat = 3017
+	reqClose = 3003
+	reqOpen  = 3010
+	reqRead  = 3013
+	reqStat  = 3017
 
 	openRead    = 0x0010 // kXR_open_read
 	openRetStat = 0x0400 // kXR_retstat
@@ -445,7 +446,12 @@ func (r *directReader) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// Close closes the connection (the server closes the file with it). It
+// Close closes the file, then the connection. When no read is in flight
+// it sends kXR_close and waits (within the timeout) for the answer: xrootd
+// shares open file handles by path, and a handle left open until the
+// server notices the dropped connection would serve a later open of the
+// same path, after a Put replaced the file, the old bytes. With reads in
+// flight (the caller stopped early) the connection is just dropped. It
 // always returns nil.
 func (r *directReader) Close() error {
 	if r.closed {
@@ -453,6 +459,16 @@ func (r *directReader) Close() error {
 	}
 	r.closed = true
 	r.stop()
+	if len(r.inflight) == 0 && r.err == nil {
+		req := make([]byte, 24)
+		binary.BigEndian.PutUint16(req[0:], 4)
+		binary.BigEndian.PutUint16(req[2:], reqClose)
+		copy(req[4:8], r.fh[:])
+		_ = r.c.SetDeadline(time.Now().Add(r.timeout))
+		if _, err := r.c.Write(req); err == nil {
+			_, _, _ = readAnswer(r.br, [2]byte{0, 4})
+		}
+	}
 	r.inflight = nil
 	r.c.Close()
 	return nil
