@@ -4,10 +4,20 @@ GO ?= go
 # Packages whose tests are run with the race detector as well.
 RACE_PKGS ?= ./internal/...
 
-.PHONY: test deps build vet bench-storage
+# How long each fuzz target runs in make test (go test -fuzztime).
+FUZZTIME ?= 20s
+
+.PHONY: test deps build vet fuzz bench-storage
 test: deps vet
 	$(GO) test -race -timeout 25m $(RACE_PKGS)
 	$(GO) test -timeout 15m ./cmd/...
+	$(MAKE) fuzz
+
+# The fuzz targets, each for FUZZTIME: the federator's proxied ranges and
+# the storage role's PUT headers. Seeds run in every go test too.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzProxyRange$$' -fuzztime $(FUZZTIME) ./internal/federation/
+	$(GO) test -run '^$$' -fuzz '^FuzzPutHeaders$$' -fuzztime $(FUZZTIME) ./internal/storage/
 
 deps:
 	./scripts/install-deps.sh

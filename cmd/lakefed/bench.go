@@ -134,18 +134,89 @@ func (bf *benchFlags) parseAndRun(ctx context.Context, stdout io.Writer, fs *fla
 	return bf.runOne(ctx, stdout, kind, u, params, func(c bench.Common) (*bench.Result, error) { return test(t, c) })
 }
 
-// runOne runs one test with a fresh progress display, then records and
-// prints its result, or records its failure. params is what the run is
-// stored with (the test's options, read after test has filled them).
+// runOne runs one test with a fresh progress display, recording it in the
+// store from its start (status running, so that 'bench show' sees it),
+// then prints its result and records it as done, or interrupted (SIGINT)
+// with the samples it has, or failed. params is what the run is stored
+// with (the test's options, read again after test has filled them).
 func (bf *benchFlags) runOne(ctx context.Context, stdout io.Writer, kind, target string, params any,
 	test func(bench.Common) (*bench.Result, error)) error {
-	started := time.Now()
-	res, err := test(bf.common(newBenchProgress(os.Stderr)))
+	rec, err := bf.begin(ctx, kind, target, params)
 	if err != nil {
-		bf.saveFailure(ctx, kind, target, params, started, err)
 		return err
 	}
-	return bf.finish(ctx, stdout, res)
+	defer rec.close()
+	res, err := test(bf.common(newBenchProgress(os.Stderr)))
+	if err != nil {
+		// The run's own error is what the user needs; a store that
+		// cannot record it costs the record only.
+		_ = rec.fail(ctx, err)
+		return err
+	}
+	return bf.finish(ctx, stdout, rec, res)
+}
+
+// storeWriteTimeout bounds a write of a run's record once the run is
+// over, which SIGINT does not cancel: long enough for millions of
+// samples, short enough that a locked database cannot hang the command.
+const storeWriteTimeout = 30 * time.Second
+
+// storeCtx is the context of a store write: not cancelled by SIGINT (an
+// interrupted run must still be recorded), but bounded.
+func storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+}
+
+// runRecord is a run's row in the results store; nil with --no-store.
+type runRecord struct {
+	st *store.Store
+	id int64
+}
+
+// begin opens the store and records the run as running.
+func (bf *benchFlags) begin(ctx context.Context, kind, target string, params any) (*runRecord, error) {
+	if bf.noStore {
+		return nil, nil
+	}
+	sctx, cancel := storeCtx(ctx)
+	defer cancel()
+	st, err := bf.openStore(sctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := bench.Begin(sctx, st, kind, target, bf.site, params, time.Now(), bf.label)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &runRecord{st: st, id: id}, nil
+}
+
+// finishRun records res (done or interrupted) and its verdict.
+func (r *runRecord) finishRun(ctx context.Context, res *bench.Result, v bench.Verdict) error {
+	if r == nil {
+		return nil
+	}
+	sctx, cancel := storeCtx(ctx)
+	defer cancel()
+	return bench.Record(sctx, r.st, r.id, res, v)
+}
+
+// fail records a run that could not complete: interrupted when ctx was
+// (the error is then the interruption's), else failed.
+func (r *runRecord) fail(ctx context.Context, runErr error) error {
+	if r == nil {
+		return nil
+	}
+	sctx, cancel := storeCtx(ctx)
+	defer cancel()
+	return bench.RecordFailure(sctx, r.st, r.id, runErr, ctx.Err() != nil)
+}
+
+func (r *runRecord) close() {
+	if r != nil {
+		r.st.Close()
+	}
 }
 
 // target builds the bench target for URL: lean HTTP for http(s), the
@@ -178,48 +249,41 @@ func (bf *benchFlags) openStore(ctx context.Context) (*store.Store, error) {
 	return store.Open(ctx, p)
 }
 
-// finish classifies res, prints it and stores it.
-func (bf *benchFlags) finish(ctx context.Context, stdout io.Writer, res *bench.Result) error {
+// finish classifies res, records it in rec and prints it. An
+// interrupted run is printed and recorded too, and then reported as the
+// interruption it was.
+func (bf *benchFlags) finish(ctx context.Context, stdout io.Writer, rec *runRecord, res *bench.Result) error {
 	bf.th.MaxReadFailFrac = bf.th.MaxOpenFailFrac // --max-fail is for both tests
 	v := bench.Classify(res, bf.th)
+	if err := rec.finishRun(ctx, res, v); err != nil {
+		return err
+	}
 	var id int64
-	if !bf.noStore {
-		st, err := bf.openStore(ctx)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		id, err = bench.Save(context.WithoutCancel(ctx), st, res, v, bf.label)
-		if err != nil {
-			return err
-		}
+	if rec != nil {
+		id = rec.id
 	}
 	if bf.jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		if err := enc.Encode(struct {
 			ID int64 `json:"id,omitempty"`
 			*bench.Result
 			Verdict bench.Verdict `json:"verdict"`
-		}{id, res, v})
+		}{id, res, v}); err != nil {
+			return err
+		}
+	} else {
+		if id != 0 {
+			fmt.Fprintf(stdout, "run %d\n", id)
+		}
+		if err := bench.WriteSummary(stdout, res, v); err != nil {
+			return err
+		}
 	}
-	if id != 0 {
-		fmt.Fprintf(stdout, "run %d\n", id)
+	if res.Canceled {
+		return fmt.Errorf("bench %s: interrupted: %w", res.Kind, context.Cause(ctx))
 	}
-	return bench.WriteSummary(stdout, res, v)
-}
-
-// saveFailure records a run that could not complete.
-func (bf *benchFlags) saveFailure(ctx context.Context, kind, target string, params any, started time.Time, runErr error) {
-	if bf.noStore || errors.Is(runErr, context.Canceled) {
-		return
-	}
-	st, err := bf.openStore(ctx)
-	if err != nil {
-		return // the run's own error is what the user needs
-	}
-	defer st.Close()
-	_, _ = bench.SaveFailed(context.WithoutCancel(ctx), st, kind, target, bf.site, params, started, runErr, bf.label)
+	return nil
 }
 
 func oneURL(fs *flag.FlagSet, cmd string) (string, error) {

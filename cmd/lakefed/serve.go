@@ -24,7 +24,9 @@ import (
 // runServe runs every role the config file names: its storage servers and
 // its federator. SIGHUP (or POST /api/reload) re-reads the file and
 // reloads the federator's endpoint list without dropping requests in
-// flight; storage servers are not restarted by a reload.
+// flight. What is read only here, at start (listen, the storage servers,
+// the tests section: config.RestartChanges), keeps its old value until a
+// restart, and the reload says so in the log and in its answer.
 //
 //	lakefed serve --config FILE [-v] [--pprof 127.0.0.1:6060]
 func runServe(ctx context.Context, args []string) error {
@@ -97,6 +99,9 @@ func runServe(ctx context.Context, args []string) error {
 			if c.Federation == nil {
 				return nil, errors.New("config: the federation section is gone; a federator cannot reload into none")
 			}
+			// Settings read only at start below keep the values cfg had;
+			// the answer says which of them changed.
+			c.Federation.RestartNeeded = config.RestartChanges(cfg, c)
 			return c.Federation, nil
 		}
 		fed, err := federation.New(ctx, *cfg.Federation, federation.Options{Log: log, Reload: reload})
@@ -167,8 +172,13 @@ func runServe(ctx context.Context, args []string) error {
 					if err == nil {
 						err = fed.Reload(*c)
 					}
-					if err != nil {
+					switch {
+					case err != nil:
 						log.Error("reload failed; the old endpoint list stays", "err", err)
+					case len(c.RestartNeeded) > 0:
+						log.Warn("reloaded; settings read only at start changed", "signal", "SIGHUP", "status", config.ReloadStatus(c.RestartNeeded))
+					default:
+						log.Info("reloaded", "signal", "SIGHUP")
 					}
 				}
 			}

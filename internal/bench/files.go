@@ -82,18 +82,20 @@ func (t *Target) writeFiles(ctx context.Context, fs *fileSet, seed uint64, what 
 	return g.Wait()
 }
 
-// removeFiles removes the files of a fresh set (best effort: leftovers
-// only cost space under Root/runs). It returns the first error.
+// removeFiles removes the files of a fresh set, then its directory
+// (Root/runs/<tag>) when that is left empty (best effort: leftovers only
+// cost space under Root/runs). It returns the first error.
 func (t *Target) removeFiles(ctx context.Context, fs *fileSet) error {
 	var (
 		mu    sync.Mutex
 		first error
 	)
-	g, ctx := errgroup.WithContext(ctx)
+	// gctx ends with Wait; the directory is removed after.
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for _, p := range fs.paths {
 		g.Go(func() error {
-			if err := t.remove(ctx, p); err != nil {
+			if err := t.remove(gctx, p); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err
@@ -104,7 +106,10 @@ func (t *Target) removeFiles(ctx context.Context, fs *fileSet) error {
 		})
 	}
 	_ = g.Wait()
-	return first
+	if first != nil {
+		return first
+	}
+	return t.removeEmptyDir(ctx, fs.dir)
 }
 
 // Manifest describes the file sets `lakefed bench prepare` wrote under

@@ -94,10 +94,17 @@ func IO(ctx context.Context, t *Target, o IOOptions) (*Result, error) {
 	wd := time.Since(t0)
 	if err != nil {
 		stop()
+		// A failed PUT leaves no file, but may have made the directory.
+		_ = t.removeEmptyDir(context.WithoutCancel(ctx), path.Dir(p))
 		return nil, fmt.Errorf("bench: io write: %w", err)
 	}
 	if !o.Keep {
-		defer t.remove(context.WithoutCancel(ctx), p)
+		defer func() {
+			wctx := context.WithoutCancel(ctx)
+			if t.remove(wctx, p) == nil {
+				_ = t.removeEmptyDir(wctx, path.Dir(p))
+			}
+		}()
 	}
 	s.WriteTime, s.WriteRate = wd.Seconds(), float64(o.Size)/wd.Seconds()
 	s.Adler32 = fmt.Sprintf("%08x", cur.Load().h.Sum32())

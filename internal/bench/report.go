@@ -30,46 +30,55 @@ func formatBytes(n float64) string {
 
 func ms(s float64) string { return fmt.Sprintf("%.3g ms", s*1000) }
 
-// Save stores res and its verdict in st and returns the run's ID.
+// Save stores res and its verdict in st as a finished run and returns
+// the run's ID.
 func Save(ctx context.Context, st *store.Store, res *Result, v Verdict, label string) (int64, error) {
-	site := res.Site
-	if site == "" {
-		site = hostOf(res.Target)
-	}
-	run := &store.Run{Kind: res.Kind, Target: res.Target, Site: site, Label: label,
-		Params: marshalParams(res.Params), Started: res.Started}
-	id, err := st.CreateRun(ctx, run)
+	id, err := Begin(ctx, st, res.Kind, res.Target, res.Site, res.Params, res.Started, label)
 	if err != nil {
 		return 0, err
 	}
-	if err := st.SetSteps(ctx, id, res.Steps); err != nil {
-		return id, err
-	}
-	if err := st.AddSamples(ctx, id, res.Samples); err != nil {
-		return id, err
-	}
-	status := store.StatusDone
-	if res.Canceled {
-		status = store.StatusCanceled
-	}
-	return id, st.FinishRun(ctx, id, store.Finish{Status: status, Classification: v.Class, Reasons: v.Reasons,
-		Summary: res.Summary, Ended: res.Ended})
+	return id, Record(ctx, st, id, res, v)
 }
 
-// SaveFailed records a run that could not complete (the target did not
-// answer), so the site's history shows the failure.
-func SaveFailed(ctx context.Context, st *store.Store, kind, target, site string, params any, started time.Time,
-	runErr error, label string) (int64, error) {
+// Begin records the start of a run (status running), so that it can be
+// listed, shown and exported while it runs, and returns its ID for
+// Record or RecordFailure. site "" means the target's host.
+func Begin(ctx context.Context, st *store.Store, kind, target, site string, params any, started time.Time,
+	label string) (int64, error) {
 	if site == "" {
 		site = hostOf(target)
 	}
-	run := &store.Run{Kind: kind, Target: target, Site: site, Label: label, Params: marshalParams(params), Started: started}
-	id, err := st.CreateRun(ctx, run)
-	if err != nil {
-		return 0, err
+	return st.CreateRun(ctx, &store.Run{Kind: kind, Target: target, Site: site, Label: label,
+		Params: marshalParams(params), Started: started})
+}
+
+// Record finishes run id (from Begin) with res and its verdict: done, or
+// interrupted when res was, with the samples it has either way.
+func Record(ctx context.Context, st *store.Store, id int64, res *Result, v Verdict) error {
+	if err := st.SetSteps(ctx, id, res.Steps); err != nil {
+		return err
 	}
-	return id, st.FinishRun(ctx, id, store.Finish{Status: store.StatusFailed, Classification: ToDebug,
-		Reasons: []string{runErr.Error()}, Error: runErr.Error()})
+	if err := st.AddSamples(ctx, id, res.Samples); err != nil {
+		return err
+	}
+	status := store.StatusDone
+	if res.Canceled {
+		status = store.StatusInterrupted
+	}
+	return st.FinishRun(ctx, id, store.Finish{Status: status, Classification: v.Class, Reasons: v.Reasons,
+		Summary: res.Summary, Ended: res.Ended, Params: marshalParams(res.Params)})
+}
+
+// RecordFailure finishes run id (from Begin) as a run that could not
+// complete, so the site's history shows it: failed ("to debug") when the
+// target did not answer, interrupted when interrupted is set (the error
+// is then the interruption, not the site's).
+func RecordFailure(ctx context.Context, st *store.Store, id int64, runErr error, interrupted bool) error {
+	f := store.Finish{Status: store.StatusFailed, Classification: ToDebug, Reasons: []string{runErr.Error()}, Error: runErr.Error()}
+	if interrupted {
+		f = store.Finish{Status: store.StatusInterrupted, Error: runErr.Error()}
+	}
+	return st.FinishRun(ctx, id, f)
 }
 
 func hostOf(target string) string {

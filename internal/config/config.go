@@ -17,6 +17,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
@@ -84,12 +85,34 @@ type Federation struct {
 	MaxHops int `yaml:"max_hops"`
 	// RetryAfter is sent with 503 answers. Default 10s.
 	RetryAfter Duration `yaml:"retry_after"`
+	// ProxyIdleTimeout bounds the wait for the next bytes of a proxied
+	// read: a replica silent for this long (a stalled server, kill -STOP)
+	// is left, and the read goes on from another replica holding the
+	// same bytes at the same offset. Default 5s.
+	ProxyIdleTimeout Duration `yaml:"proxy_idle_timeout"`
 	// MetadataCache bounds the cache of locate answers.
 	MetadataCache MetadataCache `yaml:"metadata_cache"`
 	// Health configures active probes and passive failure counting.
 	Health Health `yaml:"health"`
 	// Endpoints are the storage endpoints federated. At least one.
 	Endpoints []Endpoint `yaml:"endpoints"`
+	// Admin restricts the federator's admin API (POST /api/reload).
+	Admin Admin `yaml:"admin"`
+
+	// RestartNeeded is not read from the file: lakefed serve fills it,
+	// when it reloads the file, with the settings that changed but are
+	// read only at start (RestartChanges), so that the reload answer can
+	// say so. Nil: none.
+	RestartNeeded []string `yaml:"-"`
+}
+
+// Admin restricts the admin API. Until it has real authentication, only
+// a client on the federator's own host may use it, and only from a page
+// of the federator's own origin (see federation's reload handler).
+type Admin struct {
+	// AllowRemote lets clients on other hosts call POST /api/reload.
+	// Default false: only loopback clients may (127.0.0.0/8, ::1).
+	AllowRemote bool `yaml:"allow_remote"`
 }
 
 // ClientNetwork places the clients of some address ranges.
@@ -239,13 +262,24 @@ const (
 	DefaultFuzzLatency  = 5 * time.Millisecond
 	DefaultMaxHops      = 3
 	DefaultRetryAfter   = 10 * time.Second
+	// DefaultProxyIdleTimeout: a replica that sends nothing for this long
+	// during a proxied read is taken as stalled.
+	DefaultProxyIdleTimeout = 5 * time.Second
 )
+
+// MaxFileSize is the largest config file Load reads. A config is a few
+// kilobytes; anything near this is a mistake or an attack, and parsing it
+// would cost memory out of proportion.
+const MaxFileSize = 4 << 20
+
+// ErrTooLarge is returned by Load for a file larger than MaxFileSize.
+var ErrTooLarge = errors.New("config: file larger than 4 MiB")
 
 // Load reads, parses, fills defaults and validates the file at path.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
 	c, err := Parse(data)
 	if err != nil {
@@ -254,15 +288,36 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
+// readFile reads path, refusing (without reading on) a file larger than
+// MaxFileSize.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%w: %s", ErrTooLarge, path)
+	}
+	return data, nil
+}
+
 // Parse parses a config from YAML text, fills defaults and validates it.
 // The error joins every problem found, each a *FieldError.
 func Parse(data []byte) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err // yaml syntax errors carry their line already
+		return nil, syntaxError(data, err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, &FieldError{Msg: "empty config"}
+	}
+	if err := checkAliases(&doc); err != nil {
+		return nil, err
 	}
 	c := &Config{}
 	d := &decoder{lines: map[string]int{}}
@@ -302,6 +357,9 @@ func (c *Config) SetDefaults() {
 	}
 	if f.MaxHops == 0 {
 		f.MaxHops = DefaultMaxHops
+	}
+	if f.ProxyIdleTimeout == 0 {
+		f.ProxyIdleTimeout = Duration(DefaultProxyIdleTimeout)
 	}
 	if f.RetryAfter == 0 {
 		f.RetryAfter = Duration(DefaultRetryAfter)
@@ -443,6 +501,9 @@ func (f *Federation) validate(v *validator, path string) {
 	}
 	if f.MaxHops < 1 {
 		v.errorf(path+".max_hops", "must be at least 1")
+	}
+	if f.ProxyIdleTimeout < 0 {
+		v.errorf(path+".proxy_idle_timeout", "must not be negative")
 	}
 	if f.RetryAfter < 0 {
 		v.errorf(path+".retry_after", "must not be negative")

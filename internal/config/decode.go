@@ -43,19 +43,101 @@ func (e *FieldError) Error() string {
 // is reported with its field path and line, and every problem is reported,
 // not just the first. yaml.v3's own KnownFields(true) stops at the first
 // unknown key and does not name the path.
+//
+// The walk follows aliases itself, so yaml.v3's own guard against
+// excessive aliasing (which counts per Decode call) does not cover it;
+// checkAliases bounds the expansion before the walk starts.
 type decoder struct {
 	errs []error
 	// lines maps a field path to the line of its key (or list item), so
 	// that Validate's errors can name lines too.
 	lines map[string]int
+	// stopped is set once the walk gave up after maxErrors problems;
+	// every later error is dropped.
+	stopped bool
 }
 
+// Limits of the walk.
+const (
+	// maxAliasNodes bounds the nodes aliases add to a document. Reusing
+	// a block for a few hundred endpoints adds thousands; a billion
+	// laughs, billions.
+	maxAliasNodes = 100_000
+	// maxErrors bounds the problems reported: past it the file is
+	// broken enough, and an aliased mistake would repeat endlessly.
+	maxErrors = 100
+)
+
 func (d *decoder) errorf(n *yaml.Node, path, format string, a ...any) {
+	if d.stopped {
+		return
+	}
 	line := 0
 	if n != nil {
 		line = n.Line
 	}
+	if len(d.errs) == maxErrors {
+		d.errs = append(d.errs, &FieldError{Line: line, Path: path, Msg: "too many errors; stopping here"})
+		d.stopped = true
+		return
+	}
 	d.errs = append(d.errs, &FieldError{Line: line, Path: path, Msg: fmt.Sprintf(format, a...)})
+}
+
+// checkAliases refuses a document whose aliases expand to more than
+// maxAliasNodes nodes in all: a few kilobytes of anchors and aliases (a
+// "billion laughs") expand to billions. The document's own nodes are
+// bounded by MaxFileSize; this bounds what aliases add, so that the walk
+// (and yaml.v3 under it) visits at most both. It takes one pass over the
+// document, remembering each anchored node's expanded size. The error
+// names the alias where the total ran over.
+func checkAliases(doc *yaml.Node) error {
+	sizes := map[*yaml.Node]int{}
+	total := 0
+	var walk func(n *yaml.Node) *yaml.Node
+	walk = func(n *yaml.Node) *yaml.Node {
+		if n.Kind == yaml.AliasNode {
+			total += expandedSize(n.Alias, sizes)
+			if total > maxAliasNodes {
+				return n
+			}
+			return nil
+		}
+		for _, c := range n.Content {
+			if bad := walk(c); bad != nil {
+				return bad
+			}
+		}
+		return nil
+	}
+	if bad := walk(doc); bad != nil {
+		return &FieldError{Line: bad.Line, Msg: fmt.Sprintf("alias *%s: aliases expand to more than %d values in all; "+
+			"refusing the file (excessive aliasing, a \"billion laughs\"?)", bad.Value, maxAliasNodes)}
+	}
+	return nil
+}
+
+// expandedSize is the number of nodes n stands for with its aliases
+// expanded, saturating just above maxAliasNodes. sizes memoizes it; a
+// node found there as -1 is being sized, so an alias of it is a cycle
+// and counts as too many.
+func expandedSize(n *yaml.Node, sizes map[*yaml.Node]int) int {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if s, ok := sizes[n]; ok {
+		if s < 0 {
+			return maxAliasNodes + 1
+		}
+		return s
+	}
+	sizes[n] = -1
+	s := 1
+	for _, c := range n.Content {
+		s = min(s+expandedSize(c, sizes), maxAliasNodes+1)
+	}
+	sizes[n] = s
+	return s
 }
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
@@ -64,6 +146,9 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	if d.stopped {
+		return
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // "key:" with no value keeps the zero value

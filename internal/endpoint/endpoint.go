@@ -115,6 +115,47 @@ type Checksummer interface {
 	Checksum(ctx context.Context, path, algo string) (string, error)
 }
 
+// Versioned is implemented by the readers Open returns when the kind
+// learns, on opening, which version of the file the bytes come from: the
+// size of the whole file (a Content-Range total, an fstat), its ETag and
+// its modification time, as the server reported them with the bytes.
+//
+// A caller that ranked replicas from earlier metadata checks it before
+// it sends anything: a replica replaced since it was described must not
+// be served under the old description (its size would truncate or pad
+// the new file), and a read that moves to another replica mid-stream
+// must land on the same bytes. Fields the kind does not learn are zero,
+// except Size, which is -1 when unknown (a chunked answer).
+type Versioned interface {
+	Version() Info
+}
+
+// VersionOf returns what rc says of the file it reads, and false when rc
+// says nothing (its kind does not implement Versioned).
+func VersionOf(rc io.Reader) (Info, bool) {
+	if v, ok := rc.(Versioned); ok {
+		return v.Version(), true
+	}
+	return Info{}, false
+}
+
+// SameVersion reports whether got, what an opened reader says of its
+// file, can be the version want described: the same size, and the same
+// ETag and modification time wherever both sides know them (times to the
+// second: HTTP dates carry no more).
+func SameVersion(want, got Info) bool {
+	if got.Size >= 0 && got.Size != want.Size {
+		return false
+	}
+	if got.ETag != "" && want.ETag != "" && got.ETag != want.ETag {
+		return false
+	}
+	if !got.ModTime.IsZero() && !want.ModTime.IsZero() && got.ModTime.Unix() != want.ModTime.Unix() {
+		return false
+	}
+	return true
+}
+
 // RedirectURL returns ep's redirect URL for path, or ErrUnsupported when the
 // kind cannot send clients anywhere (a local directory).
 func RedirectURL(ctx context.Context, ep Endpoint, path string, op Op) (*url.URL, error) {

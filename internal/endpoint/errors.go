@@ -26,6 +26,13 @@ var (
 	// ErrUnsupported: the kind cannot do this at all (a redirect URL for
 	// a local directory). It is a refusal too.
 	ErrUnsupported = &classed{msg: "not supported", class: ErrRefused}
+	// ErrPathUnavailable: the endpoint answered, and said that the path
+	// cannot be had through it now (an upstream federator whose own
+	// endpoints for that path are down). For the path it is a kind of
+	// ErrUnavailable (503, not 404); for the endpoint's health it is an
+	// answer, like ErrNotFound: one client asking for such a path again
+	// and again must not get the whole endpoint marked down.
+	ErrPathUnavailable = &classed{msg: "unavailable behind the endpoint", class: ErrUnavailable}
 )
 
 // classed is a sentinel that also matches the broader class it belongs to.

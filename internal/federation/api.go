@@ -2,8 +2,16 @@ package federation
 
 import (
 	"encoding/json"
+	"fmt"
+	"mime"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/config"
 )
 
 // EndpointStatus is one endpoint's state as /api/endpoints shows it.
@@ -58,10 +66,32 @@ func (f *Federator) serveEndpoints(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(f.Endpoints())
 }
 
+// ReloadAnswer is what POST /api/reload answers once the new config is
+// applied.
+type ReloadAnswer struct {
+	// Status is "reloaded", or "reloaded; listen changed from A to B:
+	// takes effect on restart; ..." when settings read only at start
+	// changed (config.ReloadStatus).
+	Status string `json:"status"`
+	// RestartNeeded lists those settings, one phrase each; empty when
+	// none.
+	RestartNeeded []string `json:"restart_needed"`
+	// Endpoints is the new endpoint set, as /api/endpoints shows it.
+	Endpoints []EndpointStatus `json:"endpoints"`
+}
+
 // serveReload re-reads the config through Options.Reload and applies it.
+// Until the admin API has real authentication it trusts only the
+// federator's own host, and refuses what a web page could forge (checked
+// by checkAdmin).
 func (f *Federator) serveReload(w http.ResponseWriter, r *http.Request) {
 	if f.opts.Reload == nil {
 		httpError(w, http.StatusNotImplemented, "lakefed: reload: this federator has no config file to reload")
+		return
+	}
+	if code, msg := checkAdmin(r, f.snap.Load().cfg.Admin); code != 0 {
+		f.log.WarnContext(r.Context(), "reload refused", "status", code, "remote", r.RemoteAddr, "err", msg)
+		httpError(w, code, "lakefed: reload: "+msg)
 		return
 	}
 	cfg, err := f.opts.Reload(r.Context())
@@ -73,6 +103,72 @@ func (f *Federator) serveReload(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "lakefed: reload: "+err.Error())
 		return
 	}
+	ans := ReloadAnswer{Status: config.ReloadStatus(cfg.RestartNeeded), RestartNeeded: cfg.RestartNeeded, Endpoints: f.Endpoints()}
+	if ans.RestartNeeded == nil {
+		ans.RestartNeeded = []string{}
+	} else {
+		f.log.WarnContext(r.Context(), "reloaded; settings read only at start changed", "status", ans.Status)
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(f.Endpoints())
+	_ = json.NewEncoder(w).Encode(ans)
+}
+
+// checkAdmin vets an admin API request and returns the status and reason
+// to refuse it with, or 0. A browser sends a cross-site form POST (or a
+// fetch with a CORS-safelisted content type such as text/plain) without a
+// preflight, carrying whatever cookies or network position the victim
+// has; so: the client must be on this host unless allowed otherwise, the
+// request's Origin (RFC 6454 section 7), or else its Referer (RFC 9110
+// section 10.1.3), must name this host, and the body must be declared
+// application/json, which no form can send and which makes a cross-site
+// fetch preflighted (Fetch standard, CORS-safelisted request-header).
+func checkAdmin(r *http.Request, adm config.Admin) (int, string) {
+	if !adm.AllowRemote && !loopback(r.RemoteAddr) {
+		return http.StatusForbidden, "only a client on the federator's host may reload (federation.admin.allow_remote: true allows others)"
+	}
+	if !adm.AllowRemote && !literalHost(r.Host) {
+		// DNS rebinding: a page of evil.example whose name now resolves
+		// to 127.0.0.1 is same-origin with Host evil.example.
+		return http.StatusForbidden, fmt.Sprintf("Host %q refused: name the federator by its address or localhost", r.Host)
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		if !sameHost(o, r.Host) {
+			return http.StatusForbidden, fmt.Sprintf("cross-origin request from %q refused", o)
+		}
+	} else if ref := r.Header.Get("Referer"); ref != "" && !sameHost(ref, r.Host) {
+		return http.StatusForbidden, fmt.Sprintf("cross-site request from %q refused", ref)
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return http.StatusUnsupportedMediaType, "send Content-Type: application/json"
+	}
+	return 0, ""
+}
+
+// loopback reports whether the host:port addr is a loopback address.
+func loopback(addr string) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// literalHost reports whether the Host header host names the machine
+// without DNS: an IP address or localhost (RFC 6761 section 6.3).
+func literalHost(host string) bool {
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	return strings.EqualFold(h, "localhost")
+}
+
+// sameHost reports whether the URL u (an Origin or a Referer) names the
+// host:port host. "null", the origin of sandboxed and file pages, never
+// does.
+func sameHost(u, host string) bool {
+	p, err := url.Parse(u)
+	return err == nil && p.Host != "" && strings.EqualFold(p.Host, host)
 }

@@ -103,6 +103,18 @@ func (c *mdCache) put(key string, e *entry, now int64) {
 	s.pushFrontLocked(n)
 }
 
+// replace stores e under key only if key still holds old: a look-up
+// finished in the background completes the entry it answered early
+// with, and must not overwrite what a write or a newer look-up put since.
+func (c *mdCache) replace(key string, old, e *entry) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.m[key]; n != nil && n.e == old {
+		n.e = e
+	}
+}
+
 // invalidate drops key and, for hold > 0, keeps a pending mark for that
 // long so that a not-found found before the client's write lands is not
 // cached.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -35,10 +36,12 @@ type fakeEP struct {
 	dirs  map[string]bool
 
 	stats, opens, probes, puts, deletes atomic.Int64
-	down                                atomic.Bool  // every call: ErrUnavailable
-	hang                                atomic.Bool  // every call waits for ctx
-	statErr                             atomic.Value // error injected into Stat
-	failAfter                           atomic.Int64 // >0: readers fail after this many bytes
+	down                                atomic.Bool            // every call: ErrUnavailable
+	hang                                atomic.Bool            // every call waits for ctx
+	statErr                             atomic.Value           // error injected into Stat
+	failAfter                           atomic.Int64           // >0: readers fail after this many bytes
+	stallAfter                          atomic.Int64           // >0: readers hang after this many bytes until ctx ends
+	onBreak                             atomic.Pointer[func()] // run once when a reader breaks (failAfter)
 	gate                                atomic.Pointer[chan struct{}]
 	openGate                            atomic.Pointer[chan struct{}]
 }
@@ -121,9 +124,7 @@ func (f *fakeEP) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d, ok := f.files[p]; ok {
-		sums, _, _ := httpx.Sums(bytes.NewReader(d), httpx.Adler32)
-		return endpoint.Info{Name: path.Base(p), Size: int64(len(d)), ModTime: time.Unix(1700000000, 0),
-			ETag: fmt.Sprintf("%x", len(d)), Checksums: sums}, nil
+		return fakeInfo(p, d), nil
 	}
 	if f.dirs[p] {
 		return endpoint.Info{Name: path.Base(p), IsDir: true}, nil
@@ -169,6 +170,8 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 	if !ok {
 		return nil, fmt.Errorf("fake %s: open %q: %w", f.name, p, endpoint.ErrNotFound)
 	}
+	ver := fakeInfo(p, d)
+	ver.Checksums = nil
 	if off > int64(len(d)) {
 		return nil, fmt.Errorf("fake %s: offset past end: %w", f.name, endpoint.ErrRefused)
 	}
@@ -181,14 +184,52 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 		// The byte budget counts from the file's start: a failover that
 		// comes back here past it fails at once.
 		left := max(0, fa-off)
-		r = io.MultiReader(io.LimitReader(r, left), errReader{fmt.Errorf("fake %s: connection reset: %w", f.name, endpoint.ErrUnavailable)})
+		r = io.MultiReader(io.LimitReader(r, left), failReader{f})
 	}
-	return io.NopCloser(r), nil
+	if sa := f.stallAfter.Load(); sa > 0 {
+		left := max(0, sa-off)
+		r = io.MultiReader(io.LimitReader(r, left), stallReader{ctx})
+	}
+	return fakeReader{io.NopCloser(r), ver}, nil
 }
 
-type errReader struct{ err error }
+// fakeInfo describes content d as a server would: its ETag is the
+// content's adler32 with the size, so replicas of the same bytes share
+// it and different bytes of one size do not.
+func fakeInfo(p string, d []byte) endpoint.Info {
+	sums, _, _ := httpx.Sums(bytes.NewReader(d), httpx.Adler32)
+	return endpoint.Info{Name: path.Base(p), Size: int64(len(d)), ModTime: time.Unix(1700000000, 0),
+		ETag: fmt.Sprintf("%x-%s", len(d), sums[httpx.Adler32]), Checksums: sums}
+}
 
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+// fakeReader is what the fake's Open returns: it says which version of
+// the file it reads (endpoint.Versioned).
+type fakeReader struct {
+	io.ReadCloser
+	ver endpoint.Info
+}
+
+func (r fakeReader) Version() endpoint.Info { return r.ver }
+
+// stallReader is a server that stopped sending (kill -STOP): a Read
+// waits until the reader's context ends.
+type stallReader struct{ ctx context.Context }
+
+func (s stallReader) Read([]byte) (int, error) {
+	<-s.ctx.Done()
+	return 0, fmt.Errorf("fake: stalled: %w: %w", context.Cause(s.ctx), endpoint.ErrUnavailable)
+}
+
+// failReader is a connection that breaks; it runs the fake's onBreak
+// first (a test's way to change the server at that moment).
+type failReader struct{ f *fakeEP }
+
+func (r failReader) Read([]byte) (int, error) {
+	if fn := r.f.onBreak.Swap(nil); fn != nil {
+		(*fn)()
+	}
+	return 0, fmt.Errorf("fake %s: connection reset: %w", r.f.name, endpoint.ErrUnavailable)
+}
 
 func (f *fakeEP) Put(ctx context.Context, p string, r io.Reader, size int64) error {
 	f.puts.Add(1)
@@ -234,7 +275,12 @@ func (f *fakeEP) Probe(ctx context.Context) error {
 	return f.check(ctx)
 }
 
-func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func quiet() *slog.Logger {
+	if os.Getenv("FEDLOG") != "" {
+		return slog.Default()
+	}
+	return slog.New(slog.DiscardHandler)
+}
 
 // testFed is a federator over fakes behind an httptest server.
 type testFed struct {

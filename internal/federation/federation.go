@@ -80,6 +80,12 @@ type Federator struct {
 	geo     map[string]*geoip2.Reader // opened databases, closed by Close
 	closed  bool
 	spread  atomic.Uint64 // round-robin counter for placement: spread
+	dis     disagreements // recent replica disagreements, for /api
+	stale   staleSet      // replicas a write made stale and could not delete
+	// bg owns look-ups finishing in the background (fanout's slow
+	// endpoints); Close waits for them. Each ends within its endpoints'
+	// timeouts.
+	bg sync.WaitGroup
 }
 
 // snapshot is one immutable endpoint set with its cache. A request loads
@@ -427,6 +433,7 @@ func (f *Federator) Close() error {
 	f.stop()
 	f.mu.Unlock()
 	f.wg.Wait()
+	f.bg.Wait()
 	f.mu.Lock()
 	f.closeGeo()
 	f.mu.Unlock()

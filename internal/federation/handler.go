@@ -58,6 +58,9 @@ func (f *Federator) Handler() http.Handler {
 			case p == "/api/reload" && r.Method == http.MethodPost:
 				f.serveReload(w, r)
 				return
+			case p == "/api/disagreements" && r.Method == http.MethodGet:
+				f.serveDisagreements(w, r)
+				return
 			case p == "/api/health" && r.Method == http.MethodGet:
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 				_, _ = w.Write([]byte("ok\n"))
@@ -202,14 +205,27 @@ func clientAddr(r *http.Request) netip.Addr {
 // serveRead answers GET and HEAD: a redirect, a metalink, metadata, a
 // listing, or the bytes.
 func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
+	for fresh := false; ; fresh = true {
+		if f.serveReadOnce(w, r, s, p, hops, fresh) != errStale || fresh {
+			return
+		}
+		// A proxied read found the metadata out of date before it sent
+		// anything: look again, once.
+	}
+}
+
+// serveReadOnce answers a read from the cached metadata (fresh: from a
+// look-up made for this request). It returns errStale, having written
+// nothing, when a proxied read found a replica changed.
+func (f *Federator) serveReadOnce(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int, fresh bool) error {
 	e := f.lookup(r.Context(), s, p, hops)
 	if e.status != http.StatusOK {
 		f.writeMissing(w, r, s, p, e)
-		return
+		return nil
 	}
 	if e.isDir {
 		f.serveDir(w, r, s, p, e, hops)
-		return
+		return nil
 	}
 	q := parseReadQuery(r.URL.RawQuery)
 	var buf [8]ranked
@@ -220,24 +236,23 @@ func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapsho
 	}
 	if len(rk) == 0 {
 		f.writeNoReplica(w, s, p, e, q.tried)
-		return
+		return nil
 	}
 	f.refreshURLs(r, rk)
 	if q.metalink || wantsMetalink(r.Header) {
 		f.writeMetalink(w, r, p, e, rk)
-		return
+		return nil
 	}
 	if link := e.linkValue(rk); link != nil {
 		h["Link"] = link
 	}
 	if r.Method == http.MethodHead {
 		f.writeHead(w, r, s, p, e, rk)
-		return
+		return nil
 	}
 	best := rk[0].r
 	if best.url == "" {
-		f.proxy(w, r, s, e, rk)
-		return
+		return f.proxy(w, r, s, p, rk, fresh)
 	}
 	best.m.mm.redirects.Inc()
 	if best.loc != nil {
@@ -246,6 +261,7 @@ func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapsho
 		h["Location"] = []string{best.url} // a refreshed pre-signed URL
 	}
 	w.WriteHeader(http.StatusFound)
+	return nil
 }
 
 // refreshURLs replaces, in rk, the redirect URLs that have used up half
@@ -271,7 +287,10 @@ func (f *Federator) refreshURLs(r *http.Request, rk []ranked) {
 			continue
 		}
 		fresh := *old
-		fresh.url, fresh.born = u.String(), now
+		// loc is the old URL as a header value: a refreshed replica must
+		// not hand it out as Location (it drops loc, so the redirect
+		// takes url).
+		fresh.url, fresh.born, fresh.loc = u.String(), now, nil
 		rk[i].r = &fresh
 	}
 }
@@ -370,6 +389,12 @@ func (f *Federator) writeHead(w http.ResponseWriter, r *http.Request, s *snapsho
 	if e.hEtag != nil {
 		h["Etag"] = e.hEtag
 	}
+	if hasConditional(r.Header) {
+		if code := httpx.CheckPreconditions(r.Header, r.Method, e.etag, e.modTime, true); code != 0 {
+			w.WriteHeader(code)
+			return
+		}
+	}
 	if wd := r.Header["Want-Digest"]; len(wd) > 0 {
 		if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
 			if d := httpx.FormatDigest(f.checksums(r, s, e, rk, algos), algos...); d != "" {
@@ -378,6 +403,17 @@ func (f *Federator) writeHead(w http.ResponseWriter, r *http.Request, s *snapsho
 		}
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// hasConditional reports whether h holds an RFC 9110 §13.1 precondition
+// (a map look-up each: HEAD is the open-rate hot path).
+func hasConditional(h http.Header) bool {
+	for _, k := range [...]string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
+		if _, ok := h[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Header values shared by every HEAD answer. A header map's values are
@@ -406,9 +442,11 @@ func (f *Federator) checksums(r *http.Request, s *snapshot, e *entry, rk []ranke
 		return sums
 	}
 	add := map[string]string{}
+	primary := e.replicas[0].info
 	for _, a := range missing {
 		for _, x := range rk {
-			if x.r.info.Size != e.size {
+			// Only replicas holding the version the entry describes.
+			if same, _ := sameVersion(primary, x.r.info); !same && x.r != e.replicas[0] {
 				continue
 			}
 			v, err := endpoint.Checksum(r.Context(), x.r.m.ep, x.r.path, a)
@@ -489,7 +527,13 @@ func (f *Federator) writeMissing(w http.ResponseWriter, r *http.Request, s *snap
 			fmt.Fprintf(&b, "lakefed: %s: not found on any endpoint that could hold it\n", p)
 		}
 	case http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", retryAfter(s))
+		var failed []string
+		for _, a := range e.answers {
+			if a.kind == ansUnavailable || a.kind == ansDown {
+				failed = append(failed, a.m.name)
+			}
+		}
+		pathUnavailable(w, s, failed)
 		fmt.Fprintf(&b, "lakefed: %s: not found on the endpoints that answered, and some could not answer\n", p)
 	default:
 		fmt.Fprintf(&b, "lakefed: %s: refused\n", p)
@@ -510,8 +554,26 @@ func (f *Federator) writeNoReplica(w http.ResponseWriter, s *snapshot, p string,
 		}
 		fmt.Fprintf(&b, "%s: has it, %s\n", r.m.name, state)
 	}
-	w.Header().Set("Retry-After", retryAfter(s))
+	var names []string
+	for _, r := range e.replicas {
+		names = append(names, r.m.name)
+	}
+	pathUnavailable(w, s, names)
 	httpError(w, http.StatusServiceUnavailable, b.String())
+}
+
+// pathUnavailable sets the headers of a 503 about one path: Retry-After,
+// and PathUnavailableHeader naming the endpoints behind this federator
+// that failed, so that a federator asking this one as its upstream does
+// not count the answer against this federator's health.
+func pathUnavailable(w http.ResponseWriter, s *snapshot, failed []string) {
+	h := w.Header()
+	h.Set("Retry-After", retryAfter(s))
+	v := strings.Join(failed, ", ")
+	if v == "" {
+		v = "none named"
+	}
+	h.Set(upstream.PathUnavailableHeader, v)
 }
 
 func retryAfter(s *snapshot) string {

@@ -91,11 +91,12 @@ func (m *member) lastErr() string {
 }
 
 // requestResult is the passive health check: every answer of a real
-// request counts. Only ErrUnavailable counts as a failure: "not found" and
-// "refused" are answers, so the endpoint is alive.
+// request counts. Only ErrUnavailable counts as a failure: "not found",
+// "refused" and an upstream's "unavailable for this path"
+// (ErrPathUnavailable) are answers, so the endpoint is alive.
 func (f *Federator) requestResult(s *snapshot, m *member, err error, d time.Duration) {
 	m.h.requests.Add(1)
-	if err == nil || !errors.Is(endpoint.Class(err), endpoint.ErrUnavailable) {
+	if err == nil || !errors.Is(endpoint.Class(err), endpoint.ErrUnavailable) || errors.Is(err, endpoint.ErrPathUnavailable) {
 		if m.h.reqErrs.Load() != 0 {
 			m.h.reqErrs.Store(0)
 		}

@@ -142,7 +142,7 @@ func TestReloadWithRequestsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf.opts.Reload = func(context.Context) (*config.Federation, error) { return parsed.Federation, nil }
-	resp, body := tf.do(t, "POST", "/api/reload", nil, nil)
+	resp, body := tf.do(t, "POST", "/api/reload", http.Header{"Content-Type": {"application/json"}}, nil)
 	if resp.StatusCode != 200 {
 		t.Fatalf("reload = %d %s", resp.StatusCode, body)
 	}
@@ -176,5 +176,113 @@ func TestReloadWithRequestsInFlight(t *testing.T) {
 	}
 	if got := tf.state("site-c"); got != "up" {
 		t.Errorf("after a failed reload site-c is %s", got)
+	}
+}
+
+// An upstream's 503 about one path (its own endpoints for that path are
+// down) says nothing of the upstream's health: many such answers must not
+// mark it down, or one client could cut off every file behind it.
+func TestUpstreamPerPathUnavailableKeepsItUp(t *testing.T) {
+	srvB, hB := switchable(t)
+	dead, live := newFake("dead", true), newFake("live", true)
+	dead.down.Store(true)
+	live.put("/f", []byte("ok")) // at prefix /ok
+	fb := startFed(t, cfgYAML(slowHealth,
+		ep("dead", "prefix: /dead"), ep("live", "prefix: /ok")), dead, live)
+	hb := fb.Handler()
+	hB.Store(&hb)
+	fa := startFed(t, cfgYAML("health: {interval: 1h, error_limit: 3}",
+		"name: fed-b\nurl: lakefed://"+strings.TrimPrefix(srvB.URL, "http://")+"/\npriority: 10"))
+	for i := range 10 {
+		resp, body := fa.do(t, "GET", "/dead/x", nil, nil)
+		if resp.StatusCode != 503 {
+			t.Fatalf("GET /dead/x #%d = %d %q, want 503", i, resp.StatusCode, body)
+		}
+	}
+	if st := fa.state("fed-b"); st != "up" {
+		t.Fatalf("after ten per-path 503s the upstream is %q, want up", st)
+	}
+	if resp, body := fa.do(t, "GET", "/ok/f", nil, nil); resp.StatusCode != 302 {
+		t.Errorf("GET /ok/f = %d %q, want 302 (the upstream is healthy)", resp.StatusCode, body)
+	}
+	// A real failure of the upstream still counts.
+	srvB.CloseClientConnections()
+	hB.Store(nil)
+	for range 5 {
+		fa.do(t, "GET", "/ok/g", nil, nil)
+	}
+	if st := fa.state("fed-b"); st != "down" {
+		t.Errorf("after 5 plain 503s the upstream is %q, want down", st)
+	}
+}
+
+// Two federators naming each other as upstream: a file deleted behind
+// one is gone from both within about two TTLs, not kept alive by each
+// serving the other the entry it learned from it.
+func TestMutualUpstreamsForgetDeletedFile(t *testing.T) {
+	srvA, hA := switchable(t)
+	srvB, hB := switchable(t)
+	a1, b1 := newFake("a1", true), newFake("b1", true)
+	a1.put("/f", []byte("a"))
+	up := func(name, u string) string {
+		return "name: " + name + "\nurl: lakefed://" + strings.TrimPrefix(u, "http://") + "/\npriority: 10"
+	}
+	const ttl = 300 * time.Millisecond
+	cache := "metadata_cache: {ttl: 300ms, negative_ttl: 50ms}\n" + slowHealth
+	fa := startFed(t, cfgYAML(cache, ep("a1"), up("fed-b", srvB.URL)), a1)
+	fb := startFed(t, cfgYAML(cache, ep("b1"), up("fed-a", srvA.URL)), b1)
+	ha, hb := fa.Handler(), fb.Handler()
+	hA.Store(&ha)
+	hB.Store(&hb)
+	// Keep both caches warm from both sides while the file is deleted.
+	stop := time.Now().Add(2 * ttl)
+	for time.Now().Before(stop) {
+		fa.do(t, "HEAD", "/f", nil, nil)
+		fb.do(t, "HEAD", "/f", nil, nil)
+		time.Sleep(20 * time.Millisecond)
+	}
+	a1.Delete(t.Context(), "/f")
+	deleted := time.Now()
+	for {
+		ra, _ := fa.do(t, "HEAD", "/f", nil, nil)
+		rb, _ := fb.do(t, "HEAD", "/f", nil, nil)
+		if ra.StatusCode == 404 && rb.StatusCode == 404 {
+			break
+		}
+		if time.Since(deleted) > 3*ttl {
+			t.Fatalf("%v after the delete: A says %d, B says %d; want both 404 within about 2 TTLs (%v)", time.Since(deleted), ra.StatusCode, rb.StatusCode, 2*ttl)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The rule behind the test above, without timing: an entry a federator
+// learned from its upstream does not answer a request that came from a
+// federator (it may be that federator's own answer coming back).
+func TestUpstreamEntryNotServedToFederators(t *testing.T) {
+	srvA, hA := switchable(t)
+	srvB, hB := switchable(t)
+	a1, b1 := newFake("a1", true), newFake("b1", true)
+	a1.put("/f", []byte("a"))
+	up := func(name, u string) string {
+		return "name: " + name + "\nurl: lakefed://" + strings.TrimPrefix(u, "http://") + "/\npriority: 10"
+	}
+	fa := startFed(t, cfgYAML("metadata_cache: {ttl: 1ms, negative_ttl: 1ms}\n"+slowHealth, ep("a1"), up("fed-b", srvB.URL)), a1)
+	fb := startFed(t, cfgYAML("metadata_cache: {ttl: 1h}\n"+slowHealth, ep("b1"), up("fed-a", srvA.URL)), b1)
+	ha, hb := fa.Handler(), fb.Handler()
+	hA.Store(&ha)
+	hB.Store(&hb)
+	if resp, _ := fb.do(t, "HEAD", "/f", nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("HEAD at B = %d", resp.StatusCode)
+	}
+	a1.Delete(t.Context(), "/f")
+	time.Sleep(5 * time.Millisecond) // A's entry (1ms TTL) is gone
+	resp, body := fb.do(t, "HEAD", "/f", http.Header{HopsHeader: {"1"}}, nil)
+	if resp.StatusCode != 404 {
+		t.Errorf("HEAD at B from a federator = %d %q; want 404, not B's entry learned from A", resp.StatusCode, body)
+	}
+	// A client (no hops) may still be answered from B's cache until its TTL.
+	if resp, _ := fb.do(t, "HEAD", "/f", nil, nil); resp.StatusCode != 200 && resp.StatusCode != 404 {
+		t.Errorf("HEAD at B from a client = %d", resp.StatusCode)
 	}
 }

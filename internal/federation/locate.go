@@ -2,9 +2,9 @@ package federation
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,10 +28,13 @@ const (
 	ansDown
 	// ansHopLimit: an upstream not asked because the hop limit was reached.
 	ansHopLimit
+	// ansSlow: still asking when another endpoint had answered "found";
+	// the answer was not waited for.
+	ansSlow
 )
 
 func (k answerKind) String() string {
-	return [...]string{"found", "not found", "unavailable", "refused", "down, not asked", "not asked: hop limit reached"}[k]
+	return [...]string{"found", "not found", "unavailable", "refused", "down, not asked", "not asked: hop limit reached", "slow: not waited for"}[k]
 }
 
 // answer records one endpoint's answer, for 404/503 bodies and debugging.
@@ -53,6 +56,15 @@ type replica struct {
 	// (header values are replaced, never written in place).
 	loc []string
 	idx uint8 // position in entry.replicas
+	// learned holds checksums asked of this replica after its look-up
+	// (a proxied read proving a failover safe). Shared by the copies
+	// refreshURLs makes; nil in replicas not made by a look-up.
+	learned *learnedSums
+}
+
+// learnedSums is a copy-on-write map of checksums.
+type learnedSums struct {
+	p atomic.Pointer[map[string]string]
 }
 
 // entry is a locate answer, as the metadata cache keeps it. It is
@@ -62,6 +74,12 @@ type entry struct {
 	epoch    uint64
 	pending  bool // a write was sent here: not an answer, just a hold on negative caching
 	negative bool
+	// viaUpstream: the replicas came from an upstream federator. Such an
+	// entry never answers a request that itself came from a federator
+	// (hops > 0): two federators naming each other as upstream would
+	// otherwise hand each other the same entry forever, each renewing
+	// its TTL, and a deleted file would live on.
+	viaUpstream bool
 	// incomplete: some endpoint that could hold the path did not answer
 	// (down, unavailable). Such an entry is stale once any endpoint
 	// changes state, so a site coming back is used again at once.
@@ -91,7 +109,7 @@ type entry struct {
 // fan-out, which re-checks the cache first.
 func (f *Federator) lookup(ctx context.Context, s *snapshot, p string, hops int) *entry {
 	now := time.Now().UnixNano()
-	if e := s.cache.get(p, now); e != nil && f.fresh(e) {
+	if e := s.cache.get(p, now); e != nil && f.fresh(e) && (hops == 0 || !e.viaUpstream) {
 		f.m.hits.Inc()
 		return e
 	}
@@ -104,10 +122,10 @@ func (f *Federator) lookup(ctx context.Context, s *snapshot, p string, hops int)
 		key = strconv.Itoa(hops) + "\x00" + p
 	}
 	v, _, _ := s.flight.Do(key, func() (any, error) {
-		if e := s.cache.get(p, time.Now().UnixNano()); e != nil && f.fresh(e) {
+		if e := s.cache.get(p, time.Now().UnixNano()); e != nil && f.fresh(e) && (hops == 0 || !e.viaUpstream) {
 			return e, nil
 		}
-		e := f.locate(ctx, s, p, hops)
+		e := f.locate(ctx, s, p, hops, true)
 		if hops < s.cfg.MaxHops && e.expires > 0 {
 			s.cache.put(p, e, time.Now().UnixNano())
 		}
@@ -124,16 +142,20 @@ func (f *Federator) fresh(e *entry) bool {
 // its own timeout; upstream federators only when no local endpoint has
 // it. The fan-out does not stop when the request that started it goes
 // away: other requests may be waiting for the same answer.
-func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int) *entry {
+//
+// With early set (a read's look-up), the answer does not wait for slow
+// endpoints once one has the file (fanout, foundGrace).
+func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int, early bool) *entry {
 	ctx = context.WithoutCancel(ctx)
 	if hops > 0 {
 		ctx = upstream.WithHops(ctx, hops)
 	}
 	e := &entry{epoch: f.epoch.Load()}
-	f.fanout(ctx, s, s.locals, p, e)
+	rest := f.fanout(ctx, s, s.locals, p, e, early)
 	if len(e.replicas) == 0 && len(s.upstreams) > 0 {
 		if hops < s.cfg.MaxHops {
-			f.fanout(ctx, s, s.upstreams, p, e)
+			f.fanout(ctx, s, s.upstreams, p, e, false)
+			e.viaUpstream = len(e.replicas) > 0
 		} else {
 			for _, m := range s.upstreams {
 				if m.matches(p) {
@@ -150,31 +172,59 @@ func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int)
 		}
 	}
 	f.finish(s, e, p, virtual)
+	if rest != nil {
+		// Some endpoints were left behind (foundGrace): finish the
+		// look-up in the background and put the full answer in place
+		// of this one, if the cache still holds this one.
+		f.bg.Go(func() {
+			asked, res := rest()
+			full := &entry{epoch: e.epoch}
+			f.addProbes(full, p, asked, res, nil)
+			f.finish(s, full, p, virtual)
+			if hops < s.cfg.MaxHops && full.expires > 0 {
+				s.cache.replace(p, e, full)
+			}
+		})
+	}
 	return e
 }
 
+// foundGrace is how long a look-up waits for the other endpoints once
+// one has answered "found". A replica that answers within it is ranked
+// with the others; an endpoint still silent (a dead site, up to its whole
+// timeout, 10 s by default) does not hold the answer up: it is recorded
+// as slow, the entry is incomplete, and the full answer replaces it in
+// the cache when the slow endpoints are done.
+const foundGrace = 50 * time.Millisecond
+
+// probe is one endpoint's answer to a look-up.
+type probe struct {
+	info endpoint.Info
+	err  error
+	dur  time.Duration
+	url  string
+	born int64
+	down bool // not asked: marked down
+}
+
 // fanout asks members (those matching p) for p and appends their answers
-// and replicas to e, in the members' order.
-func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, p string, e *entry) {
+// and replicas to e, in the members' order. With early set, once one
+// endpoint has it the others get foundGrace; fanout then returns a
+// function that waits for those left behind and returns every answer
+// (nil when none was left behind).
+func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, p string, e *entry, early bool) (rest func() ([]*member, []probe)) {
 	var asked []*member
 	for _, m := range members {
 		if m.matches(p) {
 			asked = append(asked, m)
 		}
 	}
-	type result struct {
-		info endpoint.Info
-		err  error
-		dur  time.Duration
-		url  string
-		born int64
-		down bool // not asked: marked down
-	}
-	res := make([]result, len(asked))
+	res := make([]probe, len(asked))
 	// One deadline for the whole fan-out when every endpoint asked has
 	// the same timeout (the usual case): a context and its timer per
 	// endpoint were a twentieth of the cold path.
 	var shared context.Context
+	cancel := context.CancelFunc(func() {})
 	if len(asked) > 1 {
 		t := asked[0].cfg.TimeoutOrDefault()
 		same := true
@@ -182,55 +232,106 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 			same = same && m.cfg.TimeoutOrDefault() == t
 		}
 		if same {
-			var cancel context.CancelFunc
 			shared, cancel = context.WithTimeout(ctx, t)
-			defer cancel()
 		}
 	}
-	ask := func(i int) {
-		m := asked[i]
-		if !m.h.Up() {
-			res[i].down = true
-			return
+	if len(asked) <= 1 {
+		// One endpoint: asked on this goroutine, whose stack has
+		// already grown to what an HTTP round trip needs.
+		defer cancel()
+		if len(asked) == 1 {
+			res[0] = f.ask(ctx, shared, s, asked[0], p)
 		}
-		ep := m.endpointPath(p)
-		sctx := shared
-		if sctx == nil {
-			var cancel context.CancelFunc
-			sctx, cancel = context.WithTimeout(ctx, m.cfg.TimeoutOrDefault())
-			defer cancel()
-		}
-		start := time.Now()
-		info, err := m.ep.Stat(sctx, ep)
-		d := time.Since(start)
-		if err == nil && !m.proxy {
-			if u, uerr := endpoint.RedirectURL(sctx, m.ep, ep, endpoint.OpRead); uerr == nil {
-				res[i].url, res[i].born = u.String(), time.Now().UnixNano()
+		f.addProbes(e, p, asked, res, nil)
+		return nil
+	}
+	done := make(chan int, len(asked))
+	for i := range asked {
+		go func() {
+			res[i] = f.ask(ctx, shared, s, asked[i], p)
+			done <- i
+		}()
+	}
+	got := make([]bool, len(asked))
+	pending := len(asked)
+	var grace <-chan time.Time
+collect:
+	for pending > 0 {
+		select {
+		case i := <-done:
+			got[i] = true
+			pending--
+			if early && grace == nil && res[i].err == nil && !res[i].down {
+				t := time.NewTimer(foundGrace)
+				defer t.Stop()
+				grace = t.C
 			}
+		case <-grace:
+			break collect
 		}
-		f.requestResult(s, m, err, d)
-		res[i].info, res[i].err, res[i].dur = info, err, d
 	}
-	// The first endpoint is asked on this goroutine, whose stack has
-	// already grown to what an HTTP round trip needs.
-	var wg sync.WaitGroup
-	for i := 1; i < len(asked); i++ {
-		wg.Go(func() { ask(i) })
+	f.addProbes(e, p, asked, res, got)
+	if pending == 0 {
+		cancel()
+		return nil
 	}
-	if len(asked) > 0 {
-		ask(0)
+	return func() ([]*member, []probe) {
+		for ; pending > 0; pending-- {
+			<-done
+		}
+		cancel()
+		return asked, res
 	}
-	wg.Wait()
+}
+
+// ask asks one member for p, under shared when it is set, else under the
+// member's own timeout.
+func (f *Federator) ask(ctx, shared context.Context, s *snapshot, m *member, p string) probe {
+	var r probe
+	if !m.h.Up() {
+		r.down = true
+		return r
+	}
+	ep := m.endpointPath(p)
+	sctx := shared
+	if sctx == nil {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(ctx, m.cfg.TimeoutOrDefault())
+		defer cancel()
+	}
+	start := time.Now()
+	info, err := m.ep.Stat(sctx, ep)
+	d := time.Since(start)
+	if err == nil && !m.proxy {
+		if u, uerr := endpoint.RedirectURL(sctx, m.ep, ep, endpoint.OpRead); uerr == nil {
+			r.url, r.born = u.String(), time.Now().UnixNano()
+		}
+	}
+	f.requestResult(s, m, err, d)
+	r.info, r.err, r.dur = info, err, d
+	return r
+}
+
+// addProbes appends to e the answers in res (those marked in got; all when got
+// is nil) to e, in the members' order; a member not yet answered is
+// recorded as slow and makes e incomplete.
+func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, got []bool) {
 	for i, m := range asked {
 		r := res[i]
 		a := answer{m: m, dur: r.dur}
 		switch {
+		case got != nil && !got[i]:
+			a.kind = ansSlow
+			e.incomplete = true
 		case r.down:
 			a.kind = ansDown
 			e.incomplete = true
+		case r.err == nil && !f.stale.empty() && f.stale.isStale(m.name, m.endpointPath(p), r.info):
+			// A write through this federator replaced this version.
+			a.kind, a.err = ansNotFound, "stale: a newer version was written elsewhere"
 		case r.err == nil:
 			a.kind = ansFound
-			e.replicas = append(e.replicas, &replica{m: m, path: m.endpointPath(p), info: r.info, url: r.url, born: r.born})
+			e.replicas = append(e.replicas, &replica{m: m, path: m.endpointPath(p), info: r.info, url: r.url, born: r.born, learned: &learnedSums{}})
 		default:
 			a.err = r.err.Error()
 			switch endpoint.Class(r.err) {
@@ -274,15 +375,24 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 		if primary.info.ETag != "" {
 			e.etag = `"` + primary.info.ETag + `"`
 		}
+		// The entry describes the primary's version: its checksums, and
+		// those of replicas proven to hold the same bytes (equal
+		// checksums), never a mix of versions. Replicas proven
+		// different are recorded as disagreeing.
 		sums := map[string]string{}
-		for _, r := range e.replicas {
-			if r.info.Size != e.size {
-				continue
-			}
-			for k, v := range r.info.Checksums {
-				if _, ok := sums[k]; !ok {
-					sums[k] = v
+		for k, v := range primary.info.Checksums {
+			sums[k] = v
+		}
+		for _, r := range e.replicas[1:] {
+			switch same, why := sameVersion(primary.info, r.info); {
+			case same:
+				for k, v := range r.info.Checksums {
+					if _, ok := sums[k]; !ok {
+						sums[k] = v
+					}
 				}
+			case why != "":
+				f.disagree(p, primary, r, why)
 			}
 		}
 		if len(sums) > 0 {
@@ -326,4 +436,28 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 	default:
 		f.m.locUnavail.Inc() // not cached: ask again next time
 	}
+}
+
+// sameVersion reports whether two replicas' metadata prove that they hold
+// the same bytes: the same size and equal checksums (and none
+// different). Equal ETags prove nothing across servers (see
+// failoverReader.compare). When they are proven different, why says
+// how; when nothing proves either, it is "".
+func sameVersion(a, b endpoint.Info) (same bool, why string) {
+	if a.IsDir || b.IsDir {
+		return false, ""
+	}
+	if a.Size != b.Size {
+		return false, fmt.Sprintf("size %d != %d", a.Size, b.Size)
+	}
+	equal := false
+	for k, v := range a.Checksums {
+		if w, ok := b.Checksums[k]; ok {
+			if w != v {
+				return false, fmt.Sprintf("%s %s != %s", k, v, w)
+			}
+			equal = true
+		}
+	}
+	return equal, ""
 }

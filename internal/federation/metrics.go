@@ -7,20 +7,25 @@ import (
 // metrics are the federator's Prometheus series, on a registry of its own
 // (several federators in one test process must not collide).
 type metrics struct {
-	reg        *prometheus.Registry
-	locates    *prometheus.CounterVec
-	hits       prometheus.Counter
-	misses     prometheus.Counter
-	redirects  *prometheus.CounterVec
-	proxied    *prometheus.CounterVec
-	up         *prometheus.GaugeVec
-	changes    *prometheus.CounterVec
-	errors     *prometheus.CounterVec
-	failovers  prometheus.Counter
-	answers    *prometheus.CounterVec
-	locFound   prometheus.Counter
-	locMissing prometheus.Counter
-	locUnavail prometheus.Counter
+	reg       *prometheus.Registry
+	locates   *prometheus.CounterVec
+	hits      prometheus.Counter
+	misses    prometheus.Counter
+	redirects *prometheus.CounterVec
+	proxied   *prometheus.CounterVec
+	up        *prometheus.GaugeVec
+	changes   *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	failovers prometheus.Counter
+	// mismatches: a replica answered a read with another version than
+	// its metadata said (or no file); disagreements: two replicas of
+	// one path were found to hold different bytes.
+	mismatches    prometheus.Counter
+	disagreements prometheus.Counter
+	answers       *prometheus.CounterVec
+	locFound      prometheus.Counter
+	locMissing    prometheus.Counter
+	locUnavail    prometheus.Counter
 }
 
 // memberMetrics are one endpoint's series, resolved once so that the hot
@@ -56,13 +61,17 @@ func newMetrics() *metrics {
 			Help: "Requests to the endpoint that failed as unavailable."}, []string{"endpoint"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "proxy_failovers_total",
 			Help: "Proxied reads moved to another replica mid-stream."}),
+		mismatches: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "replica_version_mismatches_total",
+			Help: "Proxied reads where a replica held another version of the file than its metadata said, or none."}),
+		disagreements: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "replica_disagreements_total",
+			Help: "Pairs of replicas of one path found holding different bytes (see /api/disagreements)."}),
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "answers_total",
 			Help: "Namespace requests answered, by method and status code class."}, []string{"method", "code"}),
 	}
 	m.locFound = m.locates.WithLabelValues("found")
 	m.locMissing = m.locates.WithLabelValues("notfound")
 	m.locUnavail = m.locates.WithLabelValues("unavailable")
-	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.answers)
+	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers)
 	return m
 }
 

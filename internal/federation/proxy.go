@@ -17,11 +17,36 @@ import (
 	"github.com/lakefed/lakefed/internal/httpx"
 )
 
-// proxy streams the file through the federator: the replicas in rank order
-// (those of the best one's size only), Range and multi-range passed
-// through, and a replica failing mid-stream replaced by the next at the
-// same offset, so the client never notices.
-func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, e *entry, rk []ranked) {
+// errStale says that the metadata a proxied read was planned from is out
+// of date: a replica answered with another version of the file (another
+// size, ETag or modification time) or no longer has it. Nothing has been
+// sent; the caller looks the path up afresh and tries once more.
+var errStale = errors.New("federation: replica changed since it was looked up")
+
+// errIdle is the cause given to a replica read cancelled because the
+// replica sent nothing for proxy_idle_timeout.
+var errIdle = errors.New("no bytes within the proxy idle timeout")
+
+// proxy streams the file through the federator. What a client can rely
+// on (README, "Guarantees"):
+//
+//   - No status and no length is sent before a replica has opened the
+//     bytes and confirmed (endpoint.Versioned) that it still holds the
+//     version the metadata describes. A replica that changed, or lost the
+//     file, makes proxy return errStale before anything is written, and
+//     the caller looks the path up again: a cached size never truncates
+//     or pads a newer file, and a file deleted everywhere is a 404, not a
+//     200 with no body. When every replica fails to open, the answer is
+//     503 with Retry-After.
+//   - ETag, Last-Modified and Digest are those of the replica served, and
+//     the conditionals (RFC 9110 §13) are evaluated against it.
+//   - Mid-stream, the read moves only to a replica proven by a checksum to
+//     hold the same bytes (sameBytes); with none left it retries the same replica at
+//     the same offset for up to proxy_idle_timeout, and then aborts the
+//     response, so the client sees a broken transfer, never a splice of
+//     two files.
+//   - A replica silent for proxy_idle_timeout is left like a failed one.
+func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, p string, rk []ranked, fresh bool) error {
 	size := rk[0].r.info.Size
 	reps := make([]*replica, 0, len(rk))
 	for _, x := range rk {
@@ -31,34 +56,85 @@ func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, e
 	}
 	h := w.Header()
 	h.Del("Link")
-	h.Set("Accept-Ranges", "bytes")
-	if e.lastMod != "" {
-		h.Set("Last-Modified", e.lastMod)
-	}
-	if e.etag != "" {
-		h.Set("Etag", e.etag)
-	}
 	ranges, err := httpx.ParseRange(r.Header.Get("Range"), size)
-	if ir := r.Header.Get("If-Range"); ir != "" && ir != e.etag && ir != e.lastMod {
-		ranges, err = nil, nil // the client's copy is stale: send everything
-	}
 	switch {
 	case errors.Is(err, httpx.ErrUnsatisfiable):
+		// Known from the metadata alone; the size is confirmed below
+		// by opening before it is stated.
+		ranges = nil
+	case err != nil:
+		ranges, err = nil, nil // a malformed Range is ignored (RFC 9110 §14.2)
+	}
+	unsatisfiable := err != nil
+	ctx := r.Context()
+	first := httpx.Range{Start: 0, Length: size}
+	if len(ranges) > 0 {
+		first = ranges[0]
+	}
+	if unsatisfiable {
+		first = httpx.Range{Start: 0, Length: 0}
+	}
+	fr := &failoverReader{ctx: ctx, f: f, s: s, p: p, idle: s.cfg.ProxyIdleTimeout.D()}
+	defer fr.Close()
+	if err := fr.openFirst(reps, first, fresh); err != nil {
+		if errors.Is(err, errStale) {
+			s.invalidate(p, 0)
+			if !fresh {
+				return errStale
+			}
+		}
+		f.writeOpenFailure(w, s, p, err)
+		return nil
+	}
+	if fr.changed {
+		s.invalidate(p, 0) // a replica ranked above the served one has changed
+	}
+	fr.waitSums(sumWait)
+	ver := fr.ver
+	etag := ""
+	if ver.ETag != "" {
+		etag = `"` + ver.ETag + `"`
+	}
+	lastMod := ""
+	if !ver.ModTime.IsZero() {
+		lastMod = ver.ModTime.UTC().Format(http.TimeFormat)
+	}
+	h.Set("Accept-Ranges", "bytes")
+	if lastMod != "" {
+		h.Set("Last-Modified", lastMod)
+	}
+	if etag != "" {
+		h.Set("Etag", etag)
+	}
+	if code := httpx.CheckPreconditions(r.Header, r.Method, etag, ver.ModTime, true); code != 0 {
+		if code == http.StatusNotModified {
+			w.WriteHeader(code)
+			return nil
+		}
+		httpError(w, code, "lakefed: precondition failed")
+		return nil
+	}
+	if unsatisfiable {
 		h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
 		httpError(w, http.StatusRequestedRangeNotSatisfiable, "range not satisfiable")
-		return
-	case err != nil:
-		ranges = nil // a malformed Range is ignored (RFC 9110 §14.2)
+		return nil
 	}
-	ctx := r.Context()
+	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !ifRangeMatches(ir, etag, lastMod) {
+		// RFC 9110 §13.1.5: the client's copy is not this version, so
+		// it gets the whole of this one.
+		ranges = nil
+		if err := fr.seek(httpx.Range{Start: 0, Length: size}); err != nil {
+			f.writeOpenFailure(w, s, p, err)
+			return nil
+		}
+	}
 	switch len(ranges) {
 	case 0:
 		if wd := r.Header["Want-Digest"]; len(wd) > 0 {
-			// RFC 3230: the digest of the whole file, from metadata (or
-			// asked of a replica once), as a redirected client would get
-			// it from the endpoint.
+			// RFC 3230: the digest of the whole file served, as a
+			// redirected client would get it from that endpoint.
 			if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
-				if d := httpx.FormatDigest(f.checksums(r, s, e, rk, algos), algos...); d != "" {
+				if d := httpx.FormatDigest(f.servedSums(ctx, fr.served, algos), algos...); d != "" {
 					h.Set("Digest", d)
 				}
 			}
@@ -66,27 +142,27 @@ func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, e
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Content-Length", strconv.FormatInt(size, 10))
 		w.WriteHeader(http.StatusOK)
-		f.copyRange(ctx, w, s, reps, httpx.Range{Start: 0, Length: size})
+		fr.copyTo(w)
 	case 1:
 		rg := ranges[0]
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Content-Range", rg.ContentRange(size))
 		h.Set("Content-Length", strconv.FormatInt(rg.Length, 10))
 		w.WriteHeader(http.StatusPartialContent)
-		f.copyRange(ctx, w, s, reps, rg)
+		fr.copyTo(w)
 	default:
 		mw := multipart.NewWriter(w)
 		h.Set("Content-Type", "multipart/byteranges; boundary="+mw.Boundary())
 		w.WriteHeader(http.StatusPartialContent)
-		for _, rg := range ranges {
+		for i, rg := range ranges {
 			pw, err := mw.CreatePart(textproto.MIMEHeader{
 				"Content-Type":  {"application/octet-stream"},
 				"Content-Range": {rg.ContentRange(size)},
 			})
 			if err != nil {
-				return
+				return nil
 			}
-			if !f.copyRange(ctx, pw, s, reps, rg) {
+			if i > 0 && fr.seek(rg) != nil || !fr.copyTo(pw) {
 				// The client must see a broken response, not a short
 				// multipart that looks complete.
 				panic(http.ErrAbortHandler)
@@ -94,30 +170,59 @@ func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, e
 		}
 		_ = mw.Close()
 	}
+	return nil
 }
 
-// copyRange copies one range from the replicas to w and reports whether
-// all of it was sent.
-func (f *Federator) copyRange(ctx context.Context, w io.Writer, s *snapshot, reps []*replica, rg httpx.Range) bool {
-	if rg.Length == 0 {
-		return true
+// ifRangeMatches evaluates an If-Range value against the version served:
+// an entity tag by strong comparison, or a date equal to Last-Modified
+// (RFC 9110 §13.1.5).
+func ifRangeMatches(ir, etag, lastMod string) bool {
+	ir = strings.TrimSpace(ir)
+	if strings.HasPrefix(ir, `"`) || strings.HasPrefix(ir, "W/") {
+		return etag != "" && httpx.ETagMatch(ir, etag, false)
 	}
-	fr := &failoverReader{ctx: ctx, f: f, s: s, reps: reps, off: rg.Start, left: rg.Length}
-	defer fr.Close()
-	// writerOnly hides http.ResponseWriter's ReadFrom, which would copy
-	// through a 32 KiB buffer (net.TCPConn cannot splice from an endpoint's
-	// reader): big reads and writes cost fewer calls on both sides, and an
-	// endpoint reader that works per call (minio-go's object reader hands
-	// each Read to a goroutine) pays that cost per copyBufSize, not per
-	// 32 KiB.
-	bp := copyBufs.Get().(*[]byte)
-	n, err := io.CopyBuffer(writerOnly{w}, fr, *bp)
-	copyBufs.Put(bp)
-	if err != nil && ctx.Err() == nil {
-		f.log.Warn("proxy read failed", "bytes", n, "err", err)
-	}
-	return err == nil && n == rg.Length
+	return lastMod != "" && ir == lastMod
 }
+
+// writeOpenFailure answers a proxied read whose every replica failed
+// before the first byte: 404 when each said the file is gone, else 503
+// with Retry-After, naming what each said.
+func (f *Federator) writeOpenFailure(w http.ResponseWriter, s *snapshot, p string, err error) {
+	code := http.StatusServiceUnavailable
+	if endpoint.Class(err) == endpoint.ErrNotFound {
+		code = http.StatusNotFound
+	} else {
+		pathUnavailable(w, s, []string{"every replica"})
+	}
+	httpError(w, code, fmt.Sprintf("lakefed: %s: no replica could be read\n%v", p, err))
+}
+
+// servedSums returns the checksums algos of the replica served: from its
+// metadata, or asked of it.
+func (f *Federator) servedSums(ctx context.Context, rep *replica, algos []string) map[string]string {
+	out := map[string]string{}
+	for _, a := range algos {
+		if v, ok := rep.info.Checksums[a]; ok {
+			out[a] = v
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, rep.m.cfg.TimeoutOrDefault())
+		v, err := endpoint.Checksum(cctx, rep.m.ep, rep.path, a)
+		cancel()
+		if err == nil {
+			out[a] = v
+		}
+	}
+	return out
+}
+
+// maxFailovers bounds the moves to other replicas one proxied read makes
+// without any progress.
+const maxFailovers = 8
+
+// retryPause is the wait between tries of the served replica when no
+// other holds the same bytes.
+const retryPause = 100 * time.Millisecond
 
 // copyBufSize is the size of the buffer a proxied range is copied
 // through; each proxied request in flight holds one.
@@ -132,19 +237,158 @@ type writerOnly struct{ w io.Writer }
 
 func (wo writerOnly) Write(p []byte) (int, error) { return wo.w.Write(p) }
 
-// failoverReader reads left bytes from off of the first replica that
-// works; when a replica fails (an error or a short body) it reopens the
-// next replica at the offset reached.
+// failoverReader reads one range after another of the version it first
+// opened (served, ver) and moves, when a replica fails, to another that
+// holds the same bytes, at the offset reached.
 type failoverReader struct {
 	ctx  context.Context
 	f    *Federator
 	s    *snapshot
-	reps []*replica
-	i    int
-	off  int64
-	left int64
-	rc   io.ReadCloser
-	errs []error
+	p    string // logical path
+	idle time.Duration
+
+	served *replica      // the replica whose version is sent
+	ver    endpoint.Info // that version, as its open confirmed it
+	others []*replica    // the other replicas of the same size, rank order
+	// changed: a replica ranked above served answered with another
+	// version or not found; the cached entry is out of date.
+	changed bool
+
+	cur       *watched // the open read, nil between replicas
+	off, left int64
+	errs      []error
+	// fails counts replica failures since the last byte read, and
+	// retryUntil is when retrying the served replica stops (zero: not
+	// retrying): a replica that opens and then fails at once must not
+	// loop forever.
+	fails      int
+	retryUntil time.Time
+
+	// sums is the served replica's checksum, asked in the background
+	// when a failover could need it to prove another replica identical
+	// (sameBytes); nil when not asked.
+	sums   *sumFuture
+	proven map[*replica]bool // sameBytes answers, kept for the request
+}
+
+// openFirst opens rg of the first replica of reps that answers with the
+// version its metadata describes. When fresh is false (the metadata came
+// from the cache), a replica that changed or lost the file stops the
+// search with errStale: the caller looks the path up again rather than
+// serve a version chosen from stale metadata.
+func (fr *failoverReader) openFirst(reps []*replica, rg httpx.Range, fresh bool) error {
+	fr.off, fr.left = rg.Start, rg.Length
+	stale := false
+	for i, rep := range reps {
+		w, ver, err := fr.open(rep, rg.Start, rg.Length)
+		if err == nil && !endpoint.SameVersion(rep.info, ver) {
+			w.Close()
+			err = fmt.Errorf("%w: %s", errStale, describeVersion(rep.info, ver))
+		}
+		if err != nil {
+			fr.errs = append(fr.errs, fmt.Errorf("%s: %w", rep.m.name, err))
+			if errors.Is(err, errStale) || endpoint.Class(err) == endpoint.ErrNotFound {
+				fr.f.m.mismatches.Inc()
+				stale = true
+				if !fresh {
+					return fmt.Errorf("%w: %w", errStale, errors.Join(fr.errs...))
+				}
+			}
+			continue
+		}
+		fr.served, fr.ver, fr.cur, fr.changed = rep, rep.info, w, stale
+		fr.others = append(fr.others, reps[:i]...)
+		fr.others = append(fr.others, reps[i+1:]...)
+		fr.startSums()
+		return nil
+	}
+	// The class of the whole: "not found" only when every replica said
+	// so (the rest is text, so that one replica's answer cannot lend
+	// its class to all).
+	class, allGone := endpoint.ErrUnavailable, len(fr.errs) > 0
+	for _, e := range fr.errs {
+		allGone = allGone && endpoint.Class(e) == endpoint.ErrNotFound
+	}
+	if allGone {
+		class = endpoint.ErrNotFound
+	}
+	err := fmt.Errorf("%w: %v", class, errors.Join(fr.errs...))
+	if stale {
+		return fmt.Errorf("%w: %w", errStale, err)
+	}
+	return err
+}
+
+// describeVersion says how an opened replica differs from its metadata.
+func describeVersion(want, got endpoint.Info) string {
+	return fmt.Sprintf("looked up as %d bytes, etag %q, modified %s; opened as %d bytes, etag %q, modified %s",
+		want.Size, want.ETag, want.ModTime.UTC().Format(time.RFC3339), got.Size, got.ETag, got.ModTime.UTC().Format(time.RFC3339))
+}
+
+// open opens n bytes of rep from off under the idle watch and returns
+// what the reader says of the file (rep's metadata when it says nothing).
+func (fr *failoverReader) open(rep *replica, off, n int64) (*watched, endpoint.Info, error) {
+	octx, cancel := context.WithCancelCause(fr.ctx)
+	start := time.Now()
+	rc, err := rep.m.ep.Open(octx, rep.path, off, n)
+	if err != nil {
+		cancel(nil)
+		fr.result(rep, err, time.Since(start))
+		return nil, endpoint.Info{}, err
+	}
+	ver, ok := endpoint.VersionOf(rc)
+	if !ok {
+		ver = rep.info
+	}
+	w := &watched{rc: rc, rep: rep, ctx: octx, cancel: cancel, idle: fr.idle}
+	if fr.idle > 0 {
+		w.t = time.AfterFunc(fr.idle, func() { cancel(errIdle) })
+		w.t.Stop()
+	}
+	return w, ver, nil
+}
+
+// result reports a replica's answer to the passive health check, and
+// counts a failure as the endpoint's only when this request is still
+// wanted (a client going away is not the endpoint's fault).
+func (fr *failoverReader) result(rep *replica, err error, d time.Duration) {
+	if fr.ctx.Err() != nil {
+		return
+	}
+	fr.f.requestResult(fr.s, rep.m, err, d)
+}
+
+// seek ends the current range and opens rg of the served version (or a
+// replica proven to hold it).
+func (fr *failoverReader) seek(rg httpx.Range) error {
+	fr.closeCur()
+	fr.off, fr.left = rg.Start, rg.Length
+	if err := fr.reopen(fr.served, false); err == nil {
+		return nil
+	}
+	return fr.next()
+}
+
+// copyTo copies what is left of the current range to w and reports
+// whether all of it was sent.
+func (fr *failoverReader) copyTo(w io.Writer) bool {
+	want := fr.left
+	if want == 0 {
+		return true
+	}
+	// writerOnly hides http.ResponseWriter's ReadFrom, which would copy
+	// through a 32 KiB buffer (net.TCPConn cannot splice from an endpoint's
+	// reader): big reads and writes cost fewer calls on both sides, and an
+	// endpoint reader that works per call (minio-go's object reader hands
+	// each Read to a goroutine) pays that cost per copyBufSize, not per
+	// 32 KiB.
+	bp := copyBufs.Get().(*[]byte)
+	n, err := io.CopyBuffer(writerOnly{w}, fr, *bp)
+	copyBufs.Put(bp)
+	if err != nil && fr.ctx.Err() == nil {
+		fr.f.log.Warn("proxy read failed", "endpoint", fr.served.m.name, "bytes", n, "err", err)
+	}
+	return err == nil && n == want
 }
 
 func (fr *failoverReader) Read(p []byte) (int, error) {
@@ -152,26 +396,18 @@ func (fr *failoverReader) Read(p []byte) (int, error) {
 		if fr.left <= 0 {
 			return 0, io.EOF
 		}
-		if fr.rc == nil {
-			if fr.i >= len(fr.reps) {
-				return 0, fmt.Errorf("federation: every replica failed: %w", errors.Join(fr.errs...))
+		if fr.cur == nil {
+			if err := fr.next(); err != nil {
+				return 0, err
 			}
-			r := fr.reps[fr.i]
-			start := time.Now()
-			rc, err := r.m.ep.Open(fr.ctx, r.path, fr.off, fr.left)
-			if err != nil {
-				fr.fail(r, err, time.Since(start))
-				continue
-			}
-			fr.rc = rc
 		}
 		if int64(len(p)) > fr.left {
 			p = p[:fr.left]
 		}
-		n, err := fr.rc.Read(p)
+		n, err := fr.cur.Read(p)
 		fr.off += int64(n)
 		fr.left -= int64(n)
-		fr.reps[fr.i].m.mm.proxied.Add(float64(n))
+		fr.cur.rep.m.mm.proxied.Add(float64(n))
 		if fr.left == 0 {
 			return n, nil
 		}
@@ -182,9 +418,14 @@ func (fr *failoverReader) Read(p []byte) (int, error) {
 			if fr.ctx.Err() != nil {
 				return n, fr.ctx.Err()
 			}
-			fr.rc.Close()
-			fr.rc = nil
-			fr.fail(fr.reps[fr.i], err, 0)
+			rep := fr.cur.rep
+			fr.closeCur()
+			if n > 0 {
+				fr.fails, fr.retryUntil = 0, time.Time{}
+			}
+			fr.fails++
+			fr.result(rep, err, 0)
+			fr.errs = append(fr.errs, fmt.Errorf("%s: at offset %d: %w", rep.m.name, fr.off, err))
 			fr.f.m.failovers.Inc()
 		}
 		if n > 0 {
@@ -193,23 +434,266 @@ func (fr *failoverReader) Read(p []byte) (int, error) {
 	}
 }
 
-// fail records a replica's failure and moves to the next one.
-func (fr *failoverReader) fail(r *replica, err error, d time.Duration) {
-	if fr.ctx.Err() == nil {
-		if !errors.Is(err, endpoint.ErrUnavailable) && !errors.Is(err, endpoint.ErrRefused) && !errors.Is(err, endpoint.ErrNotFound) {
-			err = fmt.Errorf("%w: %w", err, endpoint.ErrUnavailable)
+// next opens the rest of the range on another replica proven to hold the
+// same bytes, else on the served one again (a restart, a dropped
+// connection), retrying it for up to the idle timeout.
+func (fr *failoverReader) next() error {
+	for len(fr.others) > 0 && fr.fails <= maxFailovers {
+		rep := fr.others[0]
+		fr.others = fr.others[1:]
+		if ok, why := fr.sameBytes(rep); !ok {
+			fr.errs = append(fr.errs, fmt.Errorf("%s: not used: %s", rep.m.name, why))
+			continue
 		}
-		fr.f.requestResult(fr.s, r.m, err, d)
+		if err := fr.reopen(rep, true); err == nil {
+			// Keep rep for later ranges and failovers: it holds the
+			// same bytes as served.
+			fr.others = append(fr.others, rep)
+			return nil
+		}
 	}
-	fr.errs = append(fr.errs, fmt.Errorf("%s: %w", r.m.name, err))
-	fr.i++
+	now := time.Now()
+	if fr.retryUntil.IsZero() {
+		fr.retryUntil = now.Add(max(fr.idle, time.Second))
+	}
+	for wait := fr.fails > 1; ; wait = true {
+		if wait {
+			// The last try of it failed too: give it a moment.
+			if time.Now().After(fr.retryUntil) {
+				break
+			}
+			select {
+			case <-fr.ctx.Done():
+				return fr.ctx.Err()
+			case <-time.After(retryPause):
+			}
+		}
+		err := fr.reopen(fr.served, false)
+		if err == nil {
+			return nil
+		}
+		if endpoint.Class(err) != endpoint.ErrUnavailable || errors.Is(err, errStale) {
+			break
+		}
+	}
+	return fmt.Errorf("federation: no replica holding the same bytes could go on from offset %d: %w", fr.off, errors.Join(fr.errs...))
 }
 
-func (fr *failoverReader) Close() error {
-	if fr.rc != nil {
-		err := fr.rc.Close()
-		fr.rc = nil
+// reopen opens the rest of the range on rep and checks that the bytes
+// are still those of the version served: the same size always, and for
+// the served replica itself (or when other asks it) the same ETag and
+// modification time.
+func (fr *failoverReader) reopen(rep *replica, other bool) error {
+	w, ver, err := fr.open(rep, fr.off, fr.left)
+	if err != nil {
+		fr.errs = append(fr.errs, fmt.Errorf("%s: reopen at %d: %w", rep.m.name, fr.off, err))
 		return err
 	}
+	want := fr.ver
+	if other {
+		want = rep.info // proven to hold ver's bytes when it was looked up
+	}
+	if !endpoint.SameVersion(want, ver) || (ver.Size >= 0 && ver.Size != fr.ver.Size) {
+		w.Close()
+		fr.f.m.mismatches.Inc()
+		err := fmt.Errorf("%w: %s", errStale, describeVersion(want, ver))
+		fr.errs = append(fr.errs, fmt.Errorf("%s: %w", rep.m.name, err))
+		return err
+	}
+	fr.cur = w
 	return nil
+}
+
+func (fr *failoverReader) closeCur() {
+	if fr.cur != nil {
+		fr.cur.Close()
+		fr.cur = nil
+	}
+}
+
+// Close ends the read and waits for the background checksum request.
+func (fr *failoverReader) Close() error {
+	fr.closeCur()
+	if fr.sums != nil {
+		fr.sums.cancel()
+		<-fr.sums.done
+	}
+	return nil
+}
+
+// watched is a replica read under an idle watch: a Read that gets
+// nothing for idle cancels the read's context, so that a stalled replica
+// (kill -STOP, a hung disk server) fails like a broken one and the read
+// moves on. The timer runs only while a Read waits, not while the client
+// is slow to take what was read.
+type watched struct {
+	rc     io.ReadCloser
+	rep    *replica
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   time.Duration
+	t      *time.Timer // nil: no idle limit
+}
+
+func (w *watched) Read(p []byte) (int, error) {
+	if w.t != nil {
+		w.t.Reset(w.idle)
+	}
+	n, err := w.rc.Read(p)
+	if w.t != nil {
+		w.t.Stop()
+	}
+	if err != nil && err != io.EOF && errors.Is(context.Cause(w.ctx), errIdle) {
+		err = fmt.Errorf("%w: nothing for %v: %w", endpoint.ErrUnavailable, w.idle, errIdle)
+	}
+	return n, err
+}
+
+func (w *watched) Close() error {
+	if w.t != nil {
+		w.t.Stop()
+	}
+	err := w.rc.Close()
+	w.cancel(nil)
+	return err
+}
+
+// sumWait bounds how long a proxied read waits, before its first byte,
+// for the checksum that lets it fail over (startSums). A storage role
+// answers from its kept checksum in well under a millisecond; a file it
+// must read whole to sum goes on without it, and can fail over only to
+// a replica with the same ETag until the sum arrives.
+const sumWait = 500 * time.Millisecond
+
+// waitSums waits up to d for the served replica's checksum.
+func (fr *failoverReader) waitSums(d time.Duration) {
+	if fr.sums == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-fr.sums.done:
+	case <-t.C:
+	case <-fr.ctx.Done():
+	}
+}
+
+// sumFuture is a checksum asked in the background.
+type sumFuture struct {
+	algo   string
+	val    string // valid once done is closed; "" when unknown
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+// startSums asks the served replica for its adler32 in the background
+// when a failover could need it: there are other replicas of the same
+// size, and the served replica's metadata has no checksum. Asked at the start, while the served replica
+// still answers; a failover waits for it.
+func (fr *failoverReader) startSums() {
+	if len(fr.others) == 0 || fr.served.sum(httpx.Adler32) != "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(fr.ctx, fr.served.m.cfg.TimeoutOrDefault())
+	sf := &sumFuture{algo: httpx.Adler32, done: make(chan struct{}), cancel: cancel}
+	fr.sums = sf
+	rep := fr.served
+	go func() {
+		defer close(sf.done)
+		v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, sf.algo)
+		if err == nil {
+			sf.val = v
+			rep.learn(sf.algo, v)
+		}
+	}()
+}
+
+// sameBytes reports whether rep holds the bytes of the version served,
+// and if not, why: the same size and the same checksum.
+// A pair of replicas proven different counts as a disagreement.
+func (fr *failoverReader) sameBytes(rep *replica) (bool, string) {
+	if ok, seen := fr.proven[rep]; seen {
+		return ok, "differs from the replica served"
+	}
+	ok, why := fr.compare(rep)
+	if fr.proven == nil {
+		fr.proven = map[*replica]bool{}
+	}
+	fr.proven[rep] = ok
+	return ok, why
+}
+
+func (fr *failoverReader) compare(rep *replica) (bool, string) {
+	if rep.info.Size != fr.ver.Size {
+		return false, "another size"
+	}
+	// Equal ETags prove nothing across servers: an entity tag tells
+	// versions of one resource apart (RFC 9110 §8.8.3), and nginx's is
+	// the modification second and the size, so two different files
+	// written in the same second share it. Only checksums compare.
+	if fr.sums != nil {
+		<-fr.sums.done
+	}
+	for _, algo := range []string{httpx.Adler32, httpx.MD5, httpx.CRC32C} {
+		want := fr.served.sum(algo)
+		if want == "" {
+			continue
+		}
+		got := rep.sum(algo)
+		if got == "" {
+			ctx, cancel := context.WithTimeout(fr.ctx, rep.m.cfg.TimeoutOrDefault())
+			v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, algo)
+			cancel()
+			if err != nil {
+				continue
+			}
+			got = v
+			rep.learn(algo, v)
+		}
+		if got == want {
+			return true, ""
+		}
+		fr.f.disagree(fr.p, fr.served, rep, fmt.Sprintf("%s %s != %s", algo, want, got))
+		return false, fmt.Sprintf("%s %s, the replica served has %s", algo, got, want)
+	}
+	return false, "no checksum proves it holds the same bytes"
+}
+
+// sum returns the replica's checksum for algo, from its metadata or
+// learned since, or "".
+func (r *replica) sum(algo string) string {
+	if v, ok := r.info.Checksums[algo]; ok {
+		return v
+	}
+	if r.learned != nil {
+		if l := r.learned.p.Load(); l != nil {
+			return (*l)[algo]
+		}
+	}
+	return ""
+}
+
+// learn remembers a checksum of the replica asked after its look-up, for
+// as long as the entry lives (the file it describes is the one summed:
+// a replaced file is caught by the version check on open and looked up
+// afresh).
+func (r *replica) learn(algo, v string) {
+	if r.learned == nil {
+		return
+	}
+	for {
+		old := r.learned.p.Load()
+		m := map[string]string{algo: v}
+		if old != nil {
+			for k, x := range *old {
+				if k != algo {
+					m[k] = x
+				}
+			}
+		}
+		if r.learned.p.CompareAndSwap(old, &m) {
+			return
+		}
+	}
 }

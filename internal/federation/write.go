@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/upstream"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // writable returns the members that may take a write of p, healthy ones
@@ -53,38 +56,77 @@ func statusOf(err error) int {
 	return http.StatusServiceUnavailable
 }
 
-// servePut places a new file: 307 to the endpoint the placement rule picks
-// (the first healthy writable endpoint by priority, or round-robin over
-// the best priority with placement: spread), or, for proxied endpoints and
-// those whose redirected PUT would lose the checksum (S3: see
-// member.putProxy), the federator writes it there itself.
+// servePut places a file. The rules (README, "Guarantees"):
+//
+//   - A Content-Range is refused with 400: a PUT stores a whole file
+//     (RFC 9110 §14.5), and a partial one would replace it by a fragment.
+//   - The conditionals (If-Match, If-None-Match, If-Unmodified-Since) are
+//     evaluated against a fresh look-up of every replica: If-None-Match:
+//   - fails when any replica exists, If-Match passes when it names the
+//     ETag of a replica. When an endpoint that could hold the path does
+//     not answer, a conditional PUT is 503: the condition cannot be
+//     known. (A replica changed between the look-up and the write is not
+//     caught; the endpoint evaluates the header again on a redirected
+//     PUT.)
+//   - A file that exists is written where it lives (the first writable
+//     endpoint holding it, by placement order), a new one by the
+//     placement rule: 307 to that endpoint when it can be sent to and no
+//     other replica needs retiring, else the federator writes it itself.
+//   - A write the federator carries checks the client's Digest and
+//     Content-MD5 while it streams: a mismatch aborts the write before
+//     the endpoint commits it (400, nothing stored).
+//   - Read your writes: once the write succeeded, the other replicas (the
+//     old version) are deleted; one that cannot be (down, read-only) is
+//     marked stale and never ranked until a look-up sees it change. The
+//     metadata cache entry is dropped.
+//   - 201 when the file is new, 204 when it replaced one (RFC 9110 §9.3.4).
 func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
+	if _, ok := r.Header["Content-Range"]; ok {
+		httpError(w, http.StatusBadRequest, "lakefed: PUT with Content-Range: partial writes are not supported (RFC 9110 §14.5)")
+		return
+	}
+	want, err := wantedDigests(r.Header)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "lakefed: "+err.Error())
+		return
+	}
 	cands, down := writable(s, p, hops)
 	if len(cands) == 0 {
 		if down > 0 {
-			w.Header().Set("Retry-After", retryAfter(s))
+			pathUnavailable(w, s, nil)
 			httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed: %s: every writable endpoint for this path is down", p))
 			return
 		}
 		httpError(w, http.StatusForbidden, fmt.Sprintf("lakefed: %s: no writable endpoint holds this path", p))
 		return
 	}
-	m := cands[0]
-	if s.cfg.Placement == "spread" {
-		n := 1
-		for n < len(cands) && cands[n].priority == m.priority && cands[n].upstream == m.upstream {
-			n++
+	e := f.locate(r.Context(), s, p, hops, false)
+	if code, msg := putPreconditions(r.Header, e); code != 0 {
+		if code == http.StatusServiceUnavailable {
+			pathUnavailable(w, s, nil)
 		}
-		m = cands[f.spread.Add(1)%uint64(n)]
+		httpError(w, code, fmt.Sprintf("lakefed: %s: %s", p, msg))
+		return
+	}
+	if e.status == http.StatusOK && e.isDir && len(e.replicas) > 0 {
+		httpError(w, http.StatusConflict, fmt.Sprintf("lakefed: %s: is a directory", p))
+		return
+	}
+	existed := e.status == http.StatusOK && len(e.replicas) > 0
+	m := f.placeWrite(s, p, cands, e)
+	var old []*replica // replicas to retire once the write is done
+	for _, rep := range e.replicas {
+		if rep.m != m {
+			old = append(old, rep)
+		}
 	}
 	ep := m.endpointPath(p)
-	hold := s.cfg.MetadataCache.NegativeTTL.D()
-	if !m.proxy && !m.putProxy {
+	if !m.proxy && !m.putProxy && len(old) == 0 {
 		u, err := endpoint.RedirectURL(r.Context(), m.ep, ep, endpoint.OpWrite)
 		if err == nil {
 			// The write happens after we answer: hold off caching "not
 			// found" for this path for a while.
-			s.invalidate(p, hold)
+			s.invalidate(p, s.cfg.MetadataCache.NegativeTTL.D())
 			m.mm.redirects.Inc()
 			w.Header().Set("Location", u.String())
 			w.WriteHeader(http.StatusTemporaryRedirect)
@@ -96,9 +138,14 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 		ctx = upstream.WithHops(ctx, hops)
 	}
 	start := time.Now()
-	err := m.ep.Put(ctx, ep, r.Body, r.ContentLength)
+	body := &checkedBody{r: r.Body, want: want, hashes: newHashes(want)}
+	err = m.ep.Put(ctx, ep, body, r.ContentLength)
 	s.invalidate(p, 0)
 	if err != nil {
+		if body.mismatch != nil {
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("lakefed: put %s: %v; nothing was stored", p, body.mismatch))
+			return
+		}
 		if ctx.Err() == nil {
 			f.requestResult(s, m, err, 0)
 		}
@@ -106,8 +153,175 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 		return
 	}
 	f.requestResult(s, m, nil, time.Since(start))
+	f.retire(ctx, s, p, old)
+	s.invalidate(p, 0)
 	w.Header().Set("X-Lakefed-Endpoint", m.name)
+	if existed {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	w.WriteHeader(http.StatusCreated)
+}
+
+// placeWrite picks the endpoint a PUT of p goes to: the first candidate
+// (placement order) that holds the file, else the placement rule's.
+func (f *Federator) placeWrite(s *snapshot, p string, cands []*member, e *entry) *member {
+	for _, m := range cands {
+		for _, rep := range e.replicas {
+			if rep.m == m {
+				return m
+			}
+		}
+	}
+	m := cands[0]
+	if s.cfg.Placement == "spread" {
+		n := 1
+		for n < len(cands) && cands[n].priority == m.priority && cands[n].upstream == m.upstream {
+			n++
+		}
+		m = cands[f.spread.Add(1)%uint64(n)]
+	}
+	return m
+}
+
+// putPreconditions evaluates a PUT's conditionals against a fresh look-up
+// (RFC 9110 §13.2.2). It returns 0, or the status and why.
+func putPreconditions(h http.Header, e *entry) (int, string) {
+	if !hasConditional(h) {
+		return 0, ""
+	}
+	if e.status == http.StatusServiceUnavailable || e.incomplete {
+		return http.StatusServiceUnavailable, "an endpoint that could hold this path did not answer: the conditional headers cannot be evaluated"
+	}
+	exists := e.status == http.StatusOK && len(e.replicas) > 0
+	if !exists {
+		return preconditionStatus(httpx.CheckPreconditions(h, http.MethodPut, "", time.Time{}, false))
+	}
+	quoted := func(rep *replica) string {
+		if rep.info.ETag == "" {
+			return ""
+		}
+		return `"` + rep.info.ETag + `"`
+	}
+	// If-Match passes when it names some replica's ETag; If-None-Match
+	// fails when it names any (or is "*").
+	if im := h["If-Match"]; len(im) > 0 {
+		list, ok := strings.Join(im, ","), false
+		for _, rep := range e.replicas {
+			ok = ok || httpx.ETagMatch(list, quoted(rep), false)
+		}
+		if !ok {
+			return http.StatusPreconditionFailed, "If-Match names no replica's ETag"
+		}
+	} else if ius := h.Get("If-Unmodified-Since"); ius != "" {
+		only := http.Header{"If-Unmodified-Since": {ius}}
+		for _, rep := range e.replicas {
+			if httpx.CheckPreconditions(only, http.MethodPut, "", rep.info.ModTime, true) != 0 {
+				return http.StatusPreconditionFailed, "modified since If-Unmodified-Since on " + rep.m.name
+			}
+		}
+	}
+	if inm := h["If-None-Match"]; len(inm) > 0 {
+		list := strings.Join(inm, ",")
+		for _, rep := range e.replicas {
+			if httpx.ETagMatch(list, quoted(rep), true) {
+				return http.StatusPreconditionFailed, "If-None-Match matches the replica on " + rep.m.name
+			}
+		}
+	}
+	return 0, ""
+}
+
+func preconditionStatus(code int) (int, string) {
+	if code == 0 {
+		return 0, ""
+	}
+	return http.StatusPreconditionFailed, "precondition failed"
+}
+
+// retire removes the replicas of p that a write made stale, and marks
+// stale those it cannot remove, so that they are not ranked.
+func (f *Federator) retire(ctx context.Context, s *snapshot, p string, old []*replica) {
+	if len(old) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx) // the write is done: finish the cleanup
+	var wg sync.WaitGroup
+	for _, rep := range old {
+		wg.Go(func() {
+			if rep.m.writable && rep.m.h.Up() {
+				dctx, cancel := context.WithTimeout(ctx, rep.m.cfg.TimeoutOrDefault())
+				err := rep.m.ep.Delete(dctx, rep.path)
+				cancel()
+				if err == nil || errors.Is(err, endpoint.ErrNotFound) {
+					return
+				}
+				f.log.Warn("could not delete a replica a write made stale", "endpoint", rep.m.name, "path", p, "err", err)
+			}
+			f.stale.mark(rep.m.name, rep.path, rep.info)
+		})
+	}
+	wg.Wait()
+}
+
+// wantedDigests returns the digests a PUT's client sent (Digest, RFC
+// 3230, and Content-MD5, RFC 1864), or an error when they contradict
+// each other or Content-MD5 is malformed.
+func wantedDigests(h http.Header) (map[string]string, error) {
+	want := httpx.ParseDigest(h.Get("Digest"))
+	if cm := h.Get("Content-MD5"); cm != "" {
+		v := httpx.ParseContentMD5(cm)
+		if v == "" {
+			return nil, errors.New("bad Content-MD5 header")
+		}
+		if old, ok := want[httpx.MD5]; ok && old != v {
+			return nil, errors.New("digest mismatch: Digest md5 and Content-MD5 differ")
+		}
+		want[httpx.MD5] = v
+	}
+	return want, nil
+}
+
+func newHashes(want map[string]string) map[string]hash.Hash {
+	if len(want) == 0 {
+		return nil
+	}
+	hs := make(map[string]hash.Hash, len(want))
+	for a := range want {
+		hs[a] = httpx.NewHash(a)
+	}
+	return hs
+}
+
+// errDigestMismatch: the body of a PUT does not have the digest its
+// client sent.
+var errDigestMismatch = errors.New("digest mismatch")
+
+// checkedBody is a PUT body that checks the client's digests as it is
+// read: at the end of the body, a mismatch is returned in place of EOF,
+// so that the endpoint's Put fails and stores nothing (Endpoint.Put: a
+// failed Put leaves the old content).
+type checkedBody struct {
+	r        io.Reader
+	want     map[string]string
+	hashes   map[string]hash.Hash
+	mismatch error // set when the end was reached with a wrong digest
+}
+
+func (b *checkedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	for _, h := range b.hashes {
+		h.Write(p[:n])
+	}
+	if err == io.EOF {
+		for a, h := range b.hashes {
+			if got := httpx.SumString(h); got != b.want[a] {
+				b.mismatch = fmt.Errorf("%w: %s of the body is %s, the client sent %s", errDigestMismatch, a, got, b.want[a])
+				return n, fmt.Errorf("%w: %w", b.mismatch, endpoint.ErrRefused)
+			}
+		}
+	}
+	return n, err
 }
 
 // serveDelete removes every replica of p on writable endpoints. It looks
@@ -115,7 +329,7 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 // replica went, 404 when there was none, else the worst failure with a
 // body saying which endpoint said what.
 func (f *Federator) serveDelete(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
-	e := f.locate(r.Context(), s, p, hops)
+	e := f.locate(r.Context(), s, p, hops, false)
 	defer s.invalidate(p, 0)
 	if e.status != http.StatusOK {
 		f.writeMissing(w, r, s, p, e)
@@ -172,7 +386,7 @@ func (f *Federator) serveDelete(w http.ResponseWriter, r *http.Request, s *snaps
 		return
 	}
 	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", retryAfter(s))
+		pathUnavailable(w, s, nil)
 	}
 	httpError(w, status, fmt.Sprintf("lakefed: delete %s: not every replica was deleted\n%s", p, b.String()))
 }
@@ -184,7 +398,7 @@ func (f *Federator) serveMkcol(w http.ResponseWriter, r *http.Request, s *snapsh
 	defer s.invalidate(p, 0)
 	if len(cands) == 0 {
 		if down > 0 {
-			w.Header().Set("Retry-After", retryAfter(s))
+			pathUnavailable(w, s, nil)
 			httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed: %s: every writable endpoint for this path is down", p))
 			return
 		}

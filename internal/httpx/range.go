@@ -1,7 +1,9 @@
 package httpx
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -95,5 +97,35 @@ func ParseRange(h string, size int64) ([]Range, error) {
 	if len(out) == 0 {
 		return nil, ErrUnsatisfiable
 	}
+	if amplifies(out, size) {
+		return nil, ErrBadRange
+	}
 	return out, nil
+}
+
+// amplifies reports whether ranges ask for more than the representation:
+// more bytes in all than it has, or overlapping ranges (RFC 9110 §14.2:
+// a server should ignore, coalesce or refuse them; "bytes=0-,0-,..." would
+// otherwise make a 1 MB file a 100 MB answer and a hundred reads). Such a
+// Range is ignored, and the whole representation is sent once, as
+// net/http and Apache do.
+func amplifies(ranges []Range, size int64) bool {
+	if len(ranges) < 2 {
+		return false
+	}
+	var sum int64
+	for _, r := range ranges {
+		sum += r.Length
+	}
+	if sum > size {
+		return true
+	}
+	sorted := slices.Clone(ranges)
+	slices.SortFunc(sorted, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Start < sorted[i-1].Start+sorted[i-1].Length {
+			return true
+		}
+	}
+	return false
 }

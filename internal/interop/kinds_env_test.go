@@ -101,7 +101,17 @@ func startS3Site(t *testing.T, name string, extra ...string) (*kindSite, *testen
 // proxies it.
 func startXRootDSite(t *testing.T, name string) (*kindSite, *testenv.Server) {
 	t.Helper()
-	x := testenv.StartXRootD(t)
+	return xrootdSite(name, testenv.StartXRootD(t))
+}
+
+// startXRootDChecksumSite is startXRootDSite with the server computing
+// adler32 (kXR_query checksum answers).
+func startXRootDChecksumSite(t *testing.T, name string) (*kindSite, *testenv.Server) {
+	t.Helper()
+	return xrootdSite(name, testenv.StartXRootDChecksum(t))
+}
+
+func xrootdSite(name string, x *testenv.Server) (*kindSite, *testenv.Server) {
 	return &kindSite{
 		name: name, yaml: "url: " + x.RootURL + "/",
 		put:  func(t *testing.T, p string, data []byte) { writeUnder(t, x.Dir, p, data) },

@@ -140,3 +140,46 @@ func TestS3PresignShorterThanTTL(t *testing.T) {
 		t.Fatalf("config.Parse with presign_expiry 30s < ttl 60s = %v, want an error naming s3.presign_expiry and its line", err)
 	}
 }
+
+// TestS3PresignRefreshReachesLocation: against s3proxy, which enforces
+// expiry, a redirect served from the cache past half its URL's life
+// carries a fresh signature in Location, and that URL still works after
+// the first one has expired: every URL handed out is valid for at least
+// half of presign_expiry.
+func TestS3PresignRefreshReachesLocation(t *testing.T) {
+	const expiry = 3 * time.Second
+	s3, _ := startS3Site(t, "s3", "presign_expiry: 3s")
+	data := []byte("refreshed signature")
+	s3.put(t, "/f", data)
+	fed := startKindFed(t, fastHealth+"\nmetadata_cache: {ttl: 3s}", s3)
+	fed.waitState(t, "s3", "up")
+	_, first := fed.peek(t, "/f")
+	signed := time.Now()
+	time.Sleep(expiry/2 + 300*time.Millisecond) // past half its life, within the cache TTL
+	_, second := fed.peek(t, "/f")
+	if time.Since(signed) >= expiry {
+		t.Skip("too slow to stay within the cache TTL")
+	}
+	if second == first {
+		t.Fatalf("Location is the first signature %v after it was made (expiry %v)", time.Since(signed), expiry)
+	}
+	// Wait until the first URL is refused, then the second must work.
+	get := func(u string) int {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := signed.Add(expiry + 15*time.Second)
+	for get(first) == http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("first URL still valid %v after signing", time.Since(signed))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code := get(second); code != http.StatusOK {
+		t.Errorf("the refreshed URL answers %d %v after the first was signed; want 200 (valid for half of presign_expiry)", code, time.Since(signed))
+	}
+}

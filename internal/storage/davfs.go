@@ -77,6 +77,8 @@ func (d davFS) RemoveAll(ctx context.Context, name string) error {
 	return hide(d.s.root.RemoveAll(n))
 }
 
+// Rename is part of webdav.FileSystem; x/net/webdav calls it only for
+// MOVE, which copy.go answers, so no request reaches it today.
 func (d davFS) Rename(ctx context.Context, oldName, newName string) error {
 	o, err := d.name(oldName)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"net/url"
@@ -14,6 +15,9 @@ import (
 	"time"
 
 	"golang.org/x/net/webdav"
+	"golang.org/x/sys/unix"
+
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // LOCK and UNLOCK are answered here rather than by x/net/webdav, which
@@ -33,30 +37,29 @@ type lockInfo struct {
 	} `xml:"DAV: owner"`
 }
 
-// maxLockTimeout caps the seconds a client may ask for in a Timeout
-// header; "Infinite" (or no header) means no expiry, as before.
-const maxLockTimeout = 1 << 31
+// maxLockOwner bounds the owner XML a lock keeps: it is repeated in every
+// lockdiscovery of the resources the lock covers.
+const maxLockOwner = 4 << 10
 
 // parseLockTimeout reads the Timeout header (RFC 4918 §10.7): the first
-// entry the server understands wins; no header means no expiry (-1).
+// entry the server understands wins. No header and Infinite ask for the
+// longest lock, which create clamps to maxLockTimeout, as it does any
+// longer Second-n.
 func parseLockTimeout(h string) (time.Duration, bool) {
 	if strings.TrimSpace(h) == "" {
-		return -1, true
+		return maxLockTimeout, true
 	}
 	for _, t := range strings.Split(h, ",") {
 		t = strings.TrimSpace(t)
 		if strings.EqualFold(t, "Infinite") {
-			return -1, true
+			return maxLockTimeout, true
 		}
 		if n, ok := strings.CutPrefix(t, "Second-"); ok {
 			v, err := strconv.ParseUint(n, 10, 64)
 			if err != nil {
 				continue
 			}
-			if v > maxLockTimeout {
-				v = maxLockTimeout
-			}
-			return time.Duration(v) * time.Second, true
+			return time.Duration(min(v, uint64(maxLockTimeout/time.Second))) * time.Second, true
 		}
 	}
 	return 0, false
@@ -111,12 +114,23 @@ func (s *Server) serveLock(w http.ResponseWriter, r *http.Request, p string) {
 	if li.Owner != nil {
 		owner = li.Owner.InnerXML
 	}
+	if len(owner) > maxLockOwner {
+		httpError(w, http.StatusBadRequest, "lockinfo: owner longer than 4 KiB")
+		return
+	}
 	l, err := s.locks.create(now, webdav.LockDetails{Root: p, Duration: dur, OwnerXML: owner, ZeroDepth: zero}, li.Shared != nil)
 	switch {
 	case errors.Is(err, webdav.ErrLocked):
 		httpError(w, webdav.StatusLocked, "locked")
 		return
 	case errors.Is(err, errTooManyLocks):
+		// Never 500: a full table refuses new locks, not other writes.
+		var ce *lockCapError
+		retry := time.Second
+		if errors.As(err, &ce) {
+			retry = max(ce.retry, retry)
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
 		httpError(w, http.StatusServiceUnavailable, "too many locks")
 		return
 	case err != nil:
@@ -211,16 +225,14 @@ func activeLocksXML(locks []davLock) string {
 	var b strings.Builder
 	b.WriteString("<D:lockdiscovery>")
 	for _, l := range locks {
-		scope, depth, timeout := "exclusive", "infinity", "Infinite"
+		scope, depth := "exclusive", "infinity"
 		if l.shared {
 			scope = "shared"
 		}
 		if l.details.ZeroDepth {
 			depth = "0"
 		}
-		if l.details.Duration >= 0 {
-			timeout = "Second-" + strconv.FormatInt(int64(math.Ceil(l.details.Duration.Seconds())), 10)
-		}
+		timeout := "Second-" + strconv.FormatInt(int64(math.Ceil(l.details.Duration.Seconds())), 10)
 		fmt.Fprintf(&b, "<D:activelock><D:locktype><D:write/></D:locktype><D:lockscope><D:%s/></D:lockscope>"+
 			"<D:depth>%s</D:depth>", scope, depth)
 		if l.details.OwnerXML != "" {
@@ -239,4 +251,181 @@ func xmlEscape(s string) string {
 	var b strings.Builder
 	xml.EscapeText(&b, []byte(s))
 	return b.String()
+}
+
+// guardLocks decides whether request r may change the targets under the
+// WebDAV locks and its If header (RFC 4918 §10.4, §7.5), and answers it
+// when not: 400 for an If header that does not parse, 412 when it
+// evaluates false (§10.4.1), 423 with the lock-token-submitted
+// precondition (§16) when a lock covering a target, or for a deep target
+// a lock below it, was not submitted. A lock counts as submitted when its
+// token appears (not negated) in a list whose resource the lock covers:
+// an untagged list (the request URI), or a list tagged with the target, a
+// member or the lock root. A token for another resource opens nothing.
+// The caller defers the release returned; it also drops the locks of the
+// resources a deep target lost (DELETE, MOVE, an overwritten destination).
+func (s *Server) guardLocks(w http.ResponseWriter, r *http.Request, targets ...lockTarget) (release func(), ok bool) {
+	hdr := r.Header.Get("If")
+	if hdr == "" && s.locks.held.Load() == 0 {
+		return func() {}, true
+	}
+	now := time.Now()
+	var submitted map[string][]string
+	if hdr != "" {
+		var code int
+		var reason string
+		if submitted, code, reason = s.evalIf(r, now, hdr); code != 0 {
+			httpError(w, code, reason)
+			return nil, false
+		}
+	}
+	rel, refused := s.locks.admit(now, targets, func(l *davLock) bool {
+		for _, p := range submitted[l.token] {
+			if l.covers(p) {
+				return true
+			}
+		}
+		return false
+	})
+	if refused != nil {
+		writeLockRefusal(w, refused)
+		return nil, false
+	}
+	return func() {
+		s.dropGoneLocks(targets)
+		rel()
+	}, true
+}
+
+// evalIf evaluates the If header (RFC 4918 §10.4): it holds when one of
+// its lists does, a list being a conjunction of conditions on its
+// resource (the tagged one, else the request URI). It returns, for each
+// lock token that appears not negated, the resources of the lists naming
+// it; or 400 or 412 and a reason.
+func (s *Server) evalIf(r *http.Request, now time.Time, hdr string) (map[string][]string, int, string) {
+	ih, ok := parseIfHeader(hdr)
+	if !ok {
+		return nil, http.StatusBadRequest, "bad If header"
+	}
+	reqPath, err := httpx.CleanPath(r.URL.Path)
+	if err != nil {
+		return nil, http.StatusBadRequest, err.Error()
+	}
+	submitted := map[string][]string{}
+	holds := false
+	for _, l := range ih.lists {
+		res, ok := ifResource(r, l.resourceTag, reqPath)
+		if !ok {
+			continue // a resource of another server, or no URL: false, submits nothing
+		}
+		for _, c := range l.conditions {
+			if !c.Not && c.Token != "" {
+				submitted[c.Token] = append(submitted[c.Token], res)
+			}
+		}
+		holds = holds || s.listHolds(now, l, res)
+	}
+	if !holds {
+		// §10.4.1: when every state list fails, 412. (A header that holds
+		// but submits no token of the target's lock is 423 instead, as
+		// litmus's cond_put_corrupt_token expects.)
+		return nil, http.StatusPreconditionFailed, "If header: no state list matched"
+	}
+	return submitted, 0, ""
+}
+
+// ifResource returns the clean path an If list is about: its tag (an
+// absolute URI on this server or an absolute path, RFC 4918 §10.4.2),
+// else reqPath.
+func ifResource(r *http.Request, tag, reqPath string) (string, bool) {
+	if tag == "" {
+		return reqPath, true
+	}
+	u, err := url.Parse(tag)
+	if err != nil || (u.Host != "" && u.Host != r.Host) {
+		return "", false
+	}
+	p, err := httpx.CleanPath(u.Path)
+	return p, err == nil
+}
+
+// listHolds evaluates one If list on the resource at clean path res: an
+// entity tag must equal res's, a lock token must name a live lock
+// covering res (§10.4.4); Not inverts either.
+func (s *Server) listHolds(now time.Time, l ifList, res string) bool {
+	etag, haveTag := "", false
+	for _, c := range l.conditions {
+		var ok bool
+		if c.ETag != "" {
+			if !haveTag {
+				etag, haveTag = s.etagOf(res), true
+			}
+			ok = c.ETag == etag
+		} else {
+			ok = s.locks.covering(now, c.Token, res)
+		}
+		if ok == c.Not {
+			return false
+		}
+	}
+	return true
+}
+
+// etagOf returns the current entity tag of the file at clean path p, or ""
+// when there is none.
+func (s *Server) etagOf(p string) string {
+	var st unix.Stat_t
+	if s.statRel(rel(p), &st) != nil || !isReg(&st) {
+		return ""
+	}
+	return etag(&st)
+}
+
+// writeLockRefusal answers 423 with the lock-token-submitted precondition
+// naming the roots of the locks whose tokens were missing (RFC 4918 §16).
+func writeLockRefusal(w http.ResponseWriter, roots []string) {
+	var b strings.Builder
+	b.WriteString("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:error xmlns:D=\"DAV:\"><D:lock-token-submitted>")
+	for _, root := range roots {
+		fmt.Fprintf(&b, "<D:href>%s</D:href>", xmlEscape((&url.URL{Path: root}).EscapedPath()))
+	}
+	b.WriteString("</D:lock-token-submitted></D:error>\n")
+	h := w.Header()
+	h.Set("Content-Type", "application/xml; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(webdav.StatusLocked)
+	io.WriteString(w, b.String())
+}
+
+// dropGoneLocks removes the locks rooted in a deep target whose resource
+// no longer exists. It runs while the request's guards still stand, so no
+// LOCK can slip in between the look and the removal.
+func (s *Server) dropGoneLocks(targets []lockTarget) {
+	var gone []*davLock
+	for _, tg := range targets {
+		if !tg.deep {
+			continue
+		}
+		for _, l := range s.locks.locksBelow(tg.path) {
+			var st unix.Stat_t
+			err := s.statRel(rel(l.details.Root), &st)
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+				gone = append(gone, l)
+			}
+		}
+	}
+	if len(gone) > 0 {
+		s.locks.drop(gone)
+	}
+}
+
+// serveDAVWrite hands a request that changes tg (DELETE, MKCOL,
+// PROPPATCH) to x/net/webdav once guardLocks lets it through.
+func (s *Server) serveDAVWrite(w http.ResponseWriter, r *http.Request, tg lockTarget) {
+	release, ok := s.guardLocks(w, r, tg)
+	if !ok {
+		return
+	}
+	defer release()
+	s.dav.ServeHTTP(w, r)
 }

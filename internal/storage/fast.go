@@ -517,10 +517,9 @@ func (c *fastConn) answer(req *fastReq) (keep, ok bool) {
 	b = append(b, contentType(name)[0]...)
 	b = append(b, "\r\nDate: "...)
 	b = append(b, httpDate(start)...)
-	b = append(b, "\r\nEtag: \""...)
-	b = strconv.AppendInt(b, st.Mtim.Nano(), 16)
-	b = strconv.AppendInt(b, st.Size, 16)
-	b = append(b, "\"\r\nLast-Modified: "...)
+	b = append(b, "\r\nEtag: "...)
+	b = appendETag(b, &st) // same fstat: ctime and inode cost nothing more
+	b = append(b, "\r\nLast-Modified: "...)
 	if c.lm == nil || c.lmSec != st.Mtim.Sec {
 		c.lmSec = st.Mtim.Sec
 		c.lm = time.Unix(st.Mtim.Sec, 0).UTC().AppendFormat(c.lm[:0], http.TimeFormat)

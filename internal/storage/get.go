@@ -1,10 +1,14 @@
 package storage
 
 import (
+	"context"
 	"html"
+	"io"
 	"io/fs"
 	"mime"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
 	"path"
@@ -14,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/webdav"
 	"golang.org/x/sys/unix"
 
 	"github.com/lakefed/lakefed/internal/httpx"
@@ -59,8 +64,7 @@ func (s *Server) statRel(name string, st *unix.Stat_t) error {
 		if !ok {
 			return &os.PathError{Op: "stat", Path: name, Err: syscall.ENOTSUP}
 		}
-		st.Mode, st.Size, st.Mtim = sys.Mode, sys.Size, unix.Timespec(sys.Mtim)
-		st.Ino, st.Dev = sys.Ino, sys.Dev
+		statFromSys(sys, st)
 		return nil
 	}
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
@@ -81,15 +85,51 @@ func (s *Server) statRel(name string, st *unix.Stat_t) error {
 	}
 }
 
-// etag is the entity tag of a file: hex mtime in ns then hex size, the
-// formula x/net/webdav uses for getetag, so PROPFIND and GET agree.
+// etag is the entity tag of a file (RFC 9110 §8.8.3), see appendETag.
 func etag(st *unix.Stat_t) string {
-	var b [48]byte
-	out := append(b[:0], '"')
-	out = strconv.AppendInt(out, st.Mtim.Nano(), 16)
-	out = strconv.AppendInt(out, st.Size, 16)
-	out = append(out, '"')
-	return string(out)
+	var b [80]byte
+	return string(appendETag(b[:0], st))
+}
+
+// appendETag appends the entity tag of a file to b: hex mtime (ns) and
+// size, as x/net/webdav and Apache write them, then "-", hex inode and
+// ctime (ns). A user can set the mtime back (touch -d) after rewriting a
+// file in place with the same size; nobody can set the ctime, and a file
+// replaced by another has another inode (or, reused, a newer ctime), so
+// the tag changes with the content. It also changes on a metadata-only
+// change (chmod, PROPPATCH): a spurious change costs a client a re-read,
+// a missed one serves it stale data. Checksums are kept outside the file
+// (checksum.go) so that storing one does not change the tag. GET, HEAD,
+// PUT, PROPFIND (fileInfo.ETag) and the fast path all use this.
+func appendETag(b []byte, st *unix.Stat_t) []byte {
+	b = append(b, '"')
+	b = strconv.AppendInt(b, st.Mtim.Nano(), 16)
+	b = strconv.AppendInt(b, st.Size, 16)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, st.Ino, 16)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, st.Ctim.Nano(), 16)
+	return append(b, '"')
+}
+
+// statFromSys copies what etag, the checksum fingerprint and the handlers
+// read from a syscall.Stat_t.
+func statFromSys(sys *syscall.Stat_t, st *unix.Stat_t) {
+	st.Mode, st.Size, st.Nlink = sys.Mode, sys.Size, sys.Nlink
+	st.Mtim, st.Ctim = unix.Timespec(sys.Mtim), unix.Timespec(sys.Ctim)
+	st.Ino, st.Dev = sys.Ino, sys.Dev
+}
+
+// ETag gives PROPFIND's DAV:getetag the tag GET and HEAD send
+// (webdav.ETager); without it x/net/webdav would use mtime and size only.
+func (fi fileInfo) ETag(ctx context.Context) (string, error) {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", webdav.ErrNotImplemented
+	}
+	var st unix.Stat_t
+	statFromSys(sys, &st)
+	return etag(&st), nil
 }
 
 func isDir(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFDIR }
@@ -154,7 +194,7 @@ func (s *Server) serveGetHead(w *respWriter, r *http.Request, p string) {
 	h["Etag"] = []string{tag}
 	h["Last-Modified"] = []string{string(mtime.UTC().AppendFormat(lm[:0], http.TimeFormat))}
 	h["Accept-Ranges"] = hdrBytes
-	switch checkPreconditions(r, tag, mtime) {
+	switch httpx.CheckPreconditions(r.Header, r.Method, tag, mtime, true) {
 	case http.StatusNotModified:
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -180,89 +220,105 @@ func (s *Server) serveGetHead(w *respWriter, r *http.Request, p string) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	// Preconditions passed above; ServeContent handles Range, multi-range
-	// (multipart/byteranges), If-Range and 416 with "bytes */size", and
-	// sends the bytes with sendfile (it copies from the *os.File).
-	if _, ok := r.Header["Range"]; ok {
-		// ServeContent sets "Content-Range: bytes */size" on 416 only when
-		// the range does not overlap; add it for malformed ranges too.
-		http.ServeContent(&rangeWriter{respWriter: w, size: st.Size}, r, "", mtime, f)
+	var ranges []httpx.Range
+	if rh := r.Header.Get("Range"); rh != "" && ifRange(r.Header.Get("If-Range"), tag, mtime) {
+		var err error
+		ranges, err = httpx.ParseRange(rh, st.Size)
+		if err != nil {
+			// Unsatisfiable (RFC 9110 §14.1.2: no range overlaps, a
+			// suffix of 0, any range of an empty file), malformed, or
+			// refused as amplifying (overlapping, more bytes than the
+			// file, over httpx.MaxRanges; §15.5.17 names these as 416
+			// reasons).
+			h["Content-Range"] = []string{"bytes */" + strconv.FormatInt(st.Size, 10)}
+			httpError(w, http.StatusRequestedRangeNotSatisfiable, "range not satisfiable")
+			return
+		}
+	}
+	switch len(ranges) {
+	case 0:
+		h["Content-Length"] = []string{strconv.FormatInt(st.Size, 10)}
+		w.WriteHeader(http.StatusOK)
+		sendRange(w, f, httpx.Range{Start: 0, Length: st.Size})
+	case 1:
+		h["Content-Range"] = []string{ranges[0].ContentRange(st.Size)}
+		h["Content-Length"] = []string{strconv.FormatInt(ranges[0].Length, 10)}
+		w.WriteHeader(http.StatusPartialContent)
+		sendRange(w, f, ranges[0])
+	default:
+		sendMultipart(w, f, h["Content-Type"][0], st.Size, ranges)
+	}
+}
+
+// ifRange reports whether a Range applies given the If-Range value v
+// (RFC 9110 §13.1.5): always without one; with an entity tag, when it
+// matches tag by strong comparison; with a date, when it is the file's
+// Last-Modified.
+func ifRange(v, tag string, mtime time.Time) bool {
+	switch {
+	case v == "":
+		return true
+	case strings.HasPrefix(v, `"`), strings.HasPrefix(v, "W/"):
+		return v == tag
+	}
+	t, err := http.ParseTime(v)
+	return err == nil && t.Equal(mtime.Truncate(time.Second))
+}
+
+// sendRange copies one range of f to w. The LimitedReader over the
+// *os.File is what net/http's ReadFrom hands to sendfile. When the file
+// shrank meanwhile the body falls short of the Content-Length sent, and
+// net/http closes the connection, so the client sees a broken response,
+// not a short one that looks complete.
+func sendRange(w *respWriter, f *os.File, rg httpx.Range) {
+	if rg.Length == 0 {
 		return
 	}
-	http.ServeContent(w, r, "", mtime, f)
+	if _, err := f.Seek(rg.Start, io.SeekStart); err != nil {
+		return
+	}
+	io.Copy(w, &io.LimitedReader{R: f, N: rg.Length})
 }
 
-// rangeWriter adds "Content-Range: bytes */size" to every 416 response.
-type rangeWriter struct {
-	*respWriter
-	size int64
+// sendMultipart answers several ranges with multipart/byteranges (RFC 9110
+// §14.6), with a Content-Length computed beforehand.
+func sendMultipart(w *respWriter, f *os.File, ctype string, size int64, ranges []httpx.Range) {
+	var cw countWriter
+	mw := multipart.NewWriter(&cw)
+	for _, rg := range ranges {
+		mw.CreatePart(partHeader(ctype, rg, size))
+		cw += countWriter(rg.Length)
+	}
+	mw.Close()
+	h := w.Header()
+	pw := multipart.NewWriter(w)
+	pw.SetBoundary(mw.Boundary())
+	h["Content-Type"] = []string{"multipart/byteranges; boundary=" + mw.Boundary()}
+	h["Content-Length"] = []string{strconv.FormatInt(int64(cw), 10)}
+	w.WriteHeader(http.StatusPartialContent)
+	for _, rg := range ranges {
+		part, err := pw.CreatePart(partHeader(ctype, rg, size))
+		if err != nil {
+			return
+		}
+		if n, err := io.Copy(part, io.NewSectionReader(f, rg.Start, rg.Length)); err != nil || n != rg.Length {
+			return // short of Content-Length: net/http closes the connection
+		}
+	}
+	pw.Close()
 }
 
-func (w *rangeWriter) WriteHeader(code int) {
-	if code == http.StatusRequestedRangeNotSatisfiable {
-		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(w.size, 10))
-	}
-	w.respWriter.WriteHeader(code)
+// partHeader is the header of one multipart/byteranges part.
+func partHeader(ctype string, rg httpx.Range, size int64) textproto.MIMEHeader {
+	return textproto.MIMEHeader{"Content-Type": {ctype}, "Content-Range": {rg.ContentRange(size)}}
 }
 
-// checkPreconditions evaluates RFC 9110 §13.2.2 in order: If-Match, else
-// If-Unmodified-Since; then If-None-Match, else If-Modified-Since. It
-// returns 0 when the request should proceed, or 304 or 412.
-func checkPreconditions(r *http.Request, tag string, mtime time.Time) int {
-	h := r.Header
-	if im := h["If-Match"]; len(im) > 0 {
-		if !etagMatch(strings.Join(im, ","), tag, false) {
-			return http.StatusPreconditionFailed
-		}
-	} else if ius := h.Get("If-Unmodified-Since"); ius != "" {
-		if t, err := http.ParseTime(ius); err == nil && mtime.Truncate(time.Second).After(t) {
-			return http.StatusPreconditionFailed
-		}
-	}
-	if inm := h["If-None-Match"]; len(inm) > 0 {
-		if etagMatch(strings.Join(inm, ","), tag, true) {
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				return http.StatusNotModified
-			}
-			return http.StatusPreconditionFailed
-		}
-	} else if ims := h.Get("If-Modified-Since"); ims != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		if t, err := http.ParseTime(ims); err == nil && !mtime.Truncate(time.Second).After(t) {
-			return http.StatusNotModified
-		}
-	}
-	return 0
-}
+// countWriter counts the bytes written to it.
+type countWriter int64
 
-// etagMatch reports whether a comma-separated list of entity tags (or
-// "*") matches tag, with weak comparison when weak is set (If-None-Match)
-// and strong comparison otherwise (If-Match), RFC 9110 §8.8.3.2.
-func etagMatch(list, tag string, weak bool) bool {
-	for {
-		list = strings.TrimLeft(list, " \t,")
-		if list == "" {
-			return false
-		}
-		if list[0] == '*' {
-			return true
-		}
-		isWeak := strings.HasPrefix(list, "W/")
-		if isWeak {
-			list = list[2:]
-		}
-		if list == "" || list[0] != '"' {
-			return false // malformed: match nothing
-		}
-		end := strings.IndexByte(list[1:], '"')
-		if end < 0 {
-			return false
-		}
-		t := list[:end+2]
-		list = list[end+2:]
-		if t == tag && (weak || !isWeak) {
-			return true
-		}
-	}
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
 }
 
 // serveListing writes a small HTML index of a directory (hidden server
@@ -273,6 +329,11 @@ func (s *Server) serveListing(w *respWriter, r *http.Request, p string, f *os.Fi
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	release, ok := s.acquireListing(w) // limits.go: bounded like PROPFIND Depth 1
+	if !ok {
+		return
+	}
+	defer release()
 	entries, err := f.ReadDir(-1)
 	if err != nil {
 		code, reason := s.fsStatus(r, err)

@@ -1,8 +1,8 @@
 // This file is adapted from golang.org/x/net/webdav/if.go (v0.62.0),
 // Copyright 2014 The Go Authors, used under the BSD-style licence of
 // golang.org/x/net. The parser is unexported there; the storage role needs
-// it because its own PUT path must honour WebDAV locks exactly as the
-// x/net/webdav handler does for every other method (RFC 4918 §10.4).
+// it because it checks WebDAV locks itself for every method (guardLocks,
+// RFC 4918 §10.4): x/net/webdav's own check is not used.
 
 package storage
 

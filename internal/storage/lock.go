@@ -1,61 +1,107 @@
 package storage
 
 import (
+	"container/heap"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/webdav"
-	"golang.org/x/sys/unix"
-
-	"github.com/lakefed/lakefed/internal/httpx"
 )
 
-// lockSystem is the storage role's webdav.LockSystem. x/net/webdav's own
-// memory lock system only knows exclusive locks, and litmus (and RFC 4918
-// §6.1, §7) expects shared ones too, so this one keeps every lock with its
-// scope: several shared locks may cover a resource at once, an exclusive
-// lock conflicts with any other, and a depth-infinity lock on a collection
-// covers all its members. The x/net/webdav handler uses it through the
-// LockSystem interface (its temporary per-request locks are exclusive and
-// depth 0), our LOCK and UNLOCK handlers through create, refresh, unlock.
-// Locks are few, so they are kept in one map and scanned.
+// lockSystem is the storage role's table of WebDAV write locks (RFC 4918
+// §6, §7). It keeps every lock with its scope: several shared locks may
+// cover a resource at once, an exclusive lock conflicts with any other,
+// and a depth-infinity lock on a collection covers all its members. Our
+// LOCK and UNLOCK handlers use it through create, refresh and unlock; every
+// method that changes a resource asks admit (through Server.guardLocks)
+// before it starts. x/net/webdav never sees it: its own check matches an
+// If header's tagged list against the resource the list names, not the
+// target, which let a token for one file open another (see passLocks).
+//
+// Locks are indexed by path in a tree of path segments, so finding what
+// covers a path walks that path's parents, and nothing scans the table:
+// the cost of a LOCK or a check does not grow with the number of locks
+// held elsewhere. A heap orders locks by expiry; each call first drops the
+// expired ones at its top, so an abandoned lock goes without a janitor.
+//
+// One client must not be able to stop the server's writes (a table full of
+// never-expiring locks once turned every PUT into a 500), so every lock
+// expires within maxLockTimeout, at most maxLocksPerResource locks cover
+// any one resource and at most maxLocksTotal exist; past a cap, LOCK is
+// refused with errTooManyLocks (503), never anything else.
 type lockSystem struct {
-	mu      sync.Mutex
-	byToken map[string]*davLock
-	// held counts the locks in byToken, so the PUT fast path can skip lock
-	// checks entirely while nobody holds a lock. Expired locks keep the
-	// count up until they are swept; that only sends PUTs down the
-	// (correct) slow path.
+	mu      sync.Mutex          // guards the fields below but held
+	byToken map[string]*davLock // every live lock by token
+	root    *lockNode           // the tree of lock roots and guards, "/" at the top
+	expiry  lockHeap            // every live lock, earliest expiry first
+	visited int                 // lock entries examined; tests read it to show nothing scans the table
+
+	// held counts the locks in byToken, so the write paths can skip lock
+	// checks entirely while nobody holds a lock.
 	held atomic.Int64
 }
 
 // davLock is one WebDAV write lock.
 type davLock struct {
 	token   string
-	details webdav.LockDetails // Root is clean; Duration < 0: no expiry
+	details webdav.LockDetails // Root is clean; 0 < Duration <= maxLockTimeout
 	shared  bool
-	expiry  time.Time // meaningful when details.Duration >= 0
-	holds   int       // requests currently relying on the lock (Confirm)
+	expiry  time.Time
+	holds   int // requests currently relying on the lock (admit)
+	index   int // in lockSystem.expiry
 }
 
-// maxLocks bounds the lock table, so a client cannot grow it without end.
-const maxLocks = 1 << 16
+// lockNode is one path segment in the lock tree. A node stays while a
+// lock or a guard lives at or below it.
+type lockNode struct {
+	parent   *lockNode
+	name     string
+	children map[string]*lockNode
+	locks    []*davLock // locks rooted here
+	deep     int        // of locks, how many have depth infinity
+	guards   int        // requests changing this resource right now
+	deepGrd  int        // of guards, how many change all members too
+	sub      int        // locks rooted at or below this node
+	subExcl  int        // of sub, how many are exclusive
+	subGrd   int        // guards at or below this node
+}
 
-// errTooManyLocks refuses a lock while the table is full.
+// Caps on the lock table. RFC 4918 §10.7 lets the server choose a lock's
+// timeout whatever the client asks; §6.4 lets it refuse a lock.
+const (
+	// maxLockTimeout is the longest a lock lives without a refresh; a
+	// Timeout of Infinite, none, or more seconds gets this.
+	maxLockTimeout = time.Hour
+	// maxLocksPerResource bounds the locks covering any one resource
+	// (its own plus depth-infinity locks on its parents), and so the
+	// lockdiscovery a PROPFIND returns for it.
+	maxLocksPerResource = 64
+	// maxLocksTotal bounds the whole table (about 1 KiB a lock with a
+	// short owner, see maxLockOwner).
+	maxLocksTotal = 10000
+	// maxRefusedHrefs bounds the hrefs named in one 423 answer.
+	maxRefusedHrefs = 64
+)
+
+// errTooManyLocks refuses a lock while a cap is reached; see lockCapError.
 var errTooManyLocks = errors.New("storage: too many locks")
 
-var _ webdav.LockSystem = (*lockSystem)(nil)
+// lockCapError is errTooManyLocks with the time until the first lock in
+// the way expires, for Retry-After.
+type lockCapError struct{ retry time.Duration }
+
+func (e *lockCapError) Error() string { return errTooManyLocks.Error() }
+func (e *lockCapError) Unwrap() error { return errTooManyLocks }
 
 func newLockSystem() *lockSystem {
-	return &lockSystem{byToken: make(map[string]*davLock)}
+	return &lockSystem{byToken: make(map[string]*davLock), root: &lockNode{}}
 }
 
 // lockClean cleans a WebDAV name the way x/net/webdav does.
@@ -64,6 +110,14 @@ func lockClean(name string) string {
 		name = "/" + name
 	}
 	return path.Clean(name)
+}
+
+// segments splits a clean path into its names ("/" has none).
+func segments(name string) []string {
+	if name == "/" {
+		return nil
+	}
+	return strings.Split(name[1:], "/")
 }
 
 // covers reports whether lock l applies to the clean path name.
@@ -75,96 +129,179 @@ func (l *davLock) covers(name string) bool {
 	return !l.details.ZeroDepth && (root == "/" || strings.HasPrefix(name, root+"/"))
 }
 
-// sweep drops expired locks nobody is relying on. Callers hold l.mu.
-func (ls *lockSystem) sweep(now time.Time) {
-	for t, l := range ls.byToken {
-		if l.details.Duration >= 0 && l.holds == 0 && !now.Before(l.expiry) {
-			delete(ls.byToken, t)
+// nodeLocked returns the node of the clean path name, or nil when none
+// exists and !create. Callers hold ls.mu.
+func (ls *lockSystem) nodeLocked(name string, create bool) *lockNode {
+	n := ls.root
+	for _, seg := range segments(name) {
+		c := n.children[seg]
+		if c == nil {
+			if !create {
+				return nil
+			}
+			if n.children == nil {
+				n.children = make(map[string]*lockNode)
+			}
+			c = &lockNode{parent: n, name: seg}
+			n.children[seg] = c
 		}
+		n = c
 	}
-	ls.held.Store(int64(len(ls.byToken)))
+	return n
 }
 
-// Confirm implements webdav.LockSystem: each non-empty name must be covered
-// by a lock whose token is among the conditions. The locks found are held
-// (cannot be unlocked or expire) until release is called.
-func (ls *lockSystem) Confirm(now time.Time, name0, name1 string, conditions ...webdav.Condition) (func(), error) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	ls.sweep(now)
-	var found []*davLock
-	for _, name := range [2]string{name0, name1} {
-		if name == "" {
-			continue
+// ancestorsLocked calls fn for every existing node strictly above the
+// clean path name, from the top, and returns the node of name (nil when
+// there is none). Callers hold ls.mu.
+func (ls *lockSystem) ancestorsLocked(name string, fn func(*lockNode)) *lockNode {
+	n := ls.root
+	for _, seg := range segments(name) {
+		fn(n)
+		if n = n.children[seg]; n == nil {
+			return nil
 		}
-		l := ls.lookup(lockClean(name), conditions)
-		if l == nil {
-			return nil, webdav.ErrConfirmationFailed
-		}
-		found = append(found, l)
 	}
-	for _, l := range found {
-		l.holds++
-	}
-	return func() {
-		ls.mu.Lock()
-		defer ls.mu.Unlock()
-		for _, l := range found {
-			l.holds--
-		}
-	}, nil
+	return n
 }
 
-// lookup returns a lock named by one of the conditions that covers name.
+// addUp adds d locks (of which excl exclusive) and g guards to n and
+// every node above it, and drops nodes that hold nothing any more.
 // Callers hold ls.mu.
-func (ls *lockSystem) lookup(name string, conditions []webdav.Condition) *davLock {
-	for _, c := range conditions {
-		if c.Not || c.Token == "" {
-			continue
-		}
-		if l := ls.byToken[c.Token]; l != nil && l.covers(name) {
-			return l
+func addUp(n *lockNode, d, excl, g int) {
+	for ; n != nil; n = n.parent {
+		n.sub += d
+		n.subExcl += excl
+		n.subGrd += g
+		if n.sub == 0 && n.subGrd == 0 && n.parent != nil {
+			delete(n.parent.children, n.name)
 		}
 	}
-	return nil
 }
 
-// Create implements webdav.LockSystem with an exclusive lock.
-func (ls *lockSystem) Create(now time.Time, details webdav.LockDetails) (string, error) {
-	l, err := ls.create(now, details, false)
-	if err != nil {
-		return "", err
+// expireLocked drops the locks whose time is up. Callers hold ls.mu.
+func (ls *lockSystem) expireLocked(now time.Time) {
+	for len(ls.expiry) > 0 && !now.Before(ls.expiry[0].expiry) {
+		ls.removeLocked(ls.expiry[0])
 	}
-	return l.token, nil
 }
 
-// create adds a lock unless it conflicts (webdav.ErrLocked): two locks
-// conflict when one covers the other's root and not both are shared.
+// removeLocked takes lock l out of the table. Callers hold ls.mu.
+func (ls *lockSystem) removeLocked(l *davLock) {
+	delete(ls.byToken, l.token)
+	heap.Remove(&ls.expiry, l.index)
+	ls.held.Store(int64(len(ls.byToken)))
+	n := ls.nodeLocked(l.details.Root, false)
+	if n == nil {
+		return
+	}
+	for i, o := range n.locks {
+		if o == l {
+			n.locks = append(n.locks[:i], n.locks[i+1:]...)
+			break
+		}
+	}
+	if !l.details.ZeroDepth {
+		n.deep--
+	}
+	excl := 0
+	if !l.shared {
+		excl = 1
+	}
+	addUp(n, -1, -excl, 0)
+}
+
+// clampTimeout applies maxLockTimeout: RFC 4918 §10.7 leaves the timeout
+// to the server, and a lock that never expires is a lock a vanished
+// client never gives back.
+func clampTimeout(d time.Duration) time.Duration {
+	if d <= 0 || d > maxLockTimeout {
+		return maxLockTimeout
+	}
+	return d
+}
+
+// create adds a lock unless it conflicts (webdav.ErrLocked) or a cap is
+// reached (errTooManyLocks): two locks conflict when one covers the
+// other's root and not both are shared; a lock also conflicts with a
+// request changing a resource it would cover (guards). Only the new
+// root's parents, the locks on the root itself and counters are looked
+// at, never the whole table.
 func (ls *lockSystem) create(now time.Time, details webdav.LockDetails, shared bool) (davLock, error) {
 	details.Root = lockClean(details.Root)
-	nl := &davLock{details: details, shared: shared}
+	details.Duration = clampTimeout(details.Duration)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.sweep(now)
-	for _, l := range ls.byToken {
-		if (l.covers(details.Root) || nl.covers(l.details.Root)) && !(shared && l.shared) {
-			return davLock{}, webdav.ErrLocked
+	ls.expireLocked(now)
+	conflict, covering := false, 0
+	var first time.Time // earliest expiry among the locks counted
+	count := func(l *davLock) {
+		ls.visited++
+		covering++
+		conflict = conflict || !(shared && l.shared)
+		if first.IsZero() || l.expiry.Before(first) {
+			first = l.expiry
 		}
 	}
-	if len(ls.byToken) >= maxLocks {
-		return davLock{}, errTooManyLocks
+	t := ls.ancestorsLocked(details.Root, func(n *lockNode) {
+		conflict = conflict || n.deepGrd > 0
+		for _, l := range n.locks {
+			if !l.details.ZeroDepth {
+				count(l)
+			}
+		}
+	})
+	below := 0
+	if t != nil {
+		for _, l := range t.locks {
+			count(l)
+		}
+		conflict = conflict || t.guards > 0
+		if !details.ZeroDepth {
+			below = t.sub - len(t.locks)
+			exclHere := 0
+			for _, l := range t.locks {
+				if !l.shared {
+					exclHere++
+				}
+			}
+			conflict = conflict || t.subGrd > t.guards || (below > 0 && (!shared || t.subExcl > exclHere))
+		}
+	}
+	if conflict {
+		return davLock{}, webdav.ErrLocked
+	}
+	// A depth-infinity lock also covers every lock below it; counting them
+	// all (even on other branches) keeps the cap exact for each member.
+	if covering+below >= maxLocksPerResource {
+		return davLock{}, &lockCapError{retry: first.Sub(now)}
+	}
+	if len(ls.byToken) >= maxLocksTotal {
+		return davLock{}, &lockCapError{retry: ls.expiry[0].expiry.Sub(now)}
 	}
 	tok, err := newLockToken()
 	if err != nil {
 		return davLock{}, err
 	}
-	nl.token = tok
-	if details.Duration >= 0 {
-		nl.expiry = now.Add(details.Duration)
-	}
-	ls.byToken[tok] = nl
-	ls.held.Store(int64(len(ls.byToken)))
+	nl := &davLock{token: tok, details: details, shared: shared, expiry: now.Add(details.Duration)}
+	ls.insertLocked(nl)
 	return *nl, nil
+}
+
+// insertLocked adds lock l to the table. Callers hold ls.mu.
+func (ls *lockSystem) insertLocked(l *davLock) {
+	n := ls.nodeLocked(l.details.Root, true)
+	n.locks = append(n.locks, l)
+	if !l.details.ZeroDepth {
+		n.deep++
+	}
+	excl := 0
+	if !l.shared {
+		excl = 1
+	}
+	addUp(n, 1, excl, 0)
+	ls.byToken[l.token] = l
+	heap.Push(&ls.expiry, l)
+	ls.held.Store(int64(len(ls.byToken)))
 }
 
 // newLockToken returns a fresh opaquelocktoken URI (RFC 4918 appendix C)
@@ -179,165 +316,299 @@ func newLockToken() (string, error) {
 	return fmt.Sprintf("opaquelocktoken:%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
 }
 
-// Refresh implements webdav.LockSystem.
-func (ls *lockSystem) Refresh(now time.Time, token string, duration time.Duration) (webdav.LockDetails, error) {
-	l, err := ls.refresh(now, token, "", duration)
-	return l.details, err
-}
-
-// refresh restarts the timeout of the lock token; when name is not empty
-// the lock must cover it (RFC 4918 §9.10.2).
+// refresh restarts the timeout of the lock token, which must cover the
+// clean path name (RFC 4918 §9.10.2).
 func (ls *lockSystem) refresh(now time.Time, token, name string, duration time.Duration) (davLock, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.sweep(now)
+	ls.expireLocked(now)
 	l := ls.byToken[token]
-	if l == nil || (name != "" && !l.covers(lockClean(name))) {
+	if l == nil || !l.covers(lockClean(name)) {
 		return davLock{}, webdav.ErrNoSuchLock
 	}
-	l.details.Duration = duration
-	if duration >= 0 {
-		l.expiry = now.Add(duration)
-	}
+	l.details.Duration = clampTimeout(duration)
+	l.expiry = now.Add(l.details.Duration)
+	heap.Fix(&ls.expiry, l.index)
 	return *l, nil
 }
 
-// Unlock implements webdav.LockSystem.
-func (ls *lockSystem) Unlock(now time.Time, token string) error {
-	return ls.unlock(now, token, "")
-}
-
-// unlock removes the lock token; when name is not empty the lock must
-// cover it (RFC 4918 §9.11). A lock a request is relying on right now
-// cannot go (webdav.ErrLocked).
+// unlock removes the lock token, which must cover the clean path name
+// (RFC 4918 §9.11). A lock a request is relying on right now cannot go
+// (webdav.ErrLocked).
 func (ls *lockSystem) unlock(now time.Time, token, name string) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.sweep(now)
+	ls.expireLocked(now)
 	l := ls.byToken[token]
-	if l == nil || (name != "" && !l.covers(lockClean(name))) {
+	if l == nil || !l.covers(lockClean(name)) {
 		return webdav.ErrNoSuchLock
 	}
 	if l.holds > 0 {
 		return webdav.ErrLocked
 	}
-	delete(ls.byToken, token)
-	ls.held.Store(int64(len(ls.byToken)))
+	ls.removeLocked(l)
 	return nil
 }
 
 // locksOn returns the locks that cover the clean path name, for the
-// lockdiscovery property.
+// lockdiscovery property: at most maxLocksPerResource.
 func (ls *lockSystem) locksOn(now time.Time, name string) []davLock {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.sweep(now)
+	ls.expireLocked(now)
 	var out []davLock
-	for _, l := range ls.byToken {
-		if l.covers(name) {
+	add := func(l *davLock, self bool) {
+		ls.visited++
+		if self || !l.details.ZeroDepth {
 			out = append(out, *l)
+		}
+	}
+	t := ls.ancestorsLocked(name, func(n *lockNode) {
+		if n.deep > 0 {
+			for _, l := range n.locks {
+				add(l, false)
+			}
+		}
+	})
+	if t != nil {
+		for _, l := range t.locks {
+			add(l, true)
 		}
 	}
 	return out
 }
 
-// confirmLocks checks that a PUT to name may proceed under the WebDAV locks
-// held, exactly as x/net/webdav does for its own methods (RFC 4918 §10.4,
-// §7): without an If header the target must not be locked by anyone; with
-// one, some state list must confirm. It returns a release func, or a status
-// and reason for the refusal.
-func (s *Server) confirmLocks(r *http.Request, name string) (release func(), status int, reason string) {
-	hdr := r.Header.Get("If")
-	if hdr == "" {
-		if s.locks.held.Load() == 0 {
-			return func() {}, 0, ""
-		}
-		now := time.Now()
-		token, err := s.locks.Create(now, webdav.LockDetails{Root: name, Duration: -1, ZeroDepth: true})
-		if err == webdav.ErrLocked {
-			return nil, webdav.StatusLocked, "locked"
-		}
-		if err != nil {
-			return nil, http.StatusInternalServerError, "lock check failed"
-		}
-		return func() { s.locks.Unlock(now, token) }, 0, ""
-	}
-	ih, ok := parseIfHeader(hdr)
-	if !ok {
-		return nil, http.StatusBadRequest, "bad If header"
-	}
-	// ih is a disjunction of lists; each list is a conjunction of
-	// conditions. x/net/webdav's memory lock system ignores ETag and Not
-	// conditions, so they are evaluated here (RFC 4918 §10.4.2, §10.4.8).
-	now := time.Now()
-	for _, l := range ih.lists {
-		lsrc := l.resourceTag
-		if lsrc == "" {
-			lsrc = name
-		} else {
-			u, err := url.Parse(lsrc)
-			if err != nil || u.Host != r.Host {
-				continue
-			}
-			lsrc = u.Path
-		}
-		if rel, ok := s.confirmList(now, l, lsrc); ok {
-			return rel, 0, ""
-		}
-	}
-	// RFC 4918 §10.4.1: when every state list fails, 412.
-	return nil, http.StatusPreconditionFailed, "If header: no state list matched"
+// covering reports whether the lock token is live and covers the clean
+// path name: the state token of an If header condition matches
+// (RFC 4918 §10.4.4).
+func (ls *lockSystem) covering(now time.Time, token, name string) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.expireLocked(now)
+	l := ls.byToken[token]
+	return l != nil && l.covers(name)
 }
 
-// confirmList evaluates one If-header list against the resource at p and,
-// when it holds, returns the release func of the locks it confirmed.
-func (s *Server) confirmList(now time.Time, l ifList, p string) (func(), bool) {
-	var positive []webdav.Condition
-	curTag, tagDone := "", false
-	for _, c := range l.conditions {
+// count returns the number of live locks.
+func (ls *lockSystem) count() int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.byToken)
+}
+
+// lockTarget is a resource a request changes: PUT, MKCOL and PROPPATCH
+// change one, DELETE and the two ends of a MOVE (and the destination of
+// a COPY) change every member too.
+type lockTarget struct {
+	path string // clean
+	deep bool   // members too
+}
+
+// admit lets a request change the targets when, for each resource they
+// take in (for a deep target, every member too), the token of one of the
+// locks covering that resource was submitted: one suffices when several
+// shared locks cover it (RFC 4918 §6.2, §7). It then holds the submitted
+// locks (UNLOCK answers 423 until release) and guards the targets (a
+// conflicting LOCK answers 423 until release), and returns release.
+// Otherwise it returns the roots of the locks in the way, at most
+// maxRefusedHrefs. Only nodes with locks are visited: the target's parents
+// and, for a deep target, the locked nodes below it.
+func (ls *lockSystem) admit(now time.Time, targets []lockTarget, submitted func(*davLock) bool) (release func(), refused []string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.expireLocked(now)
+	var hold []*davLock
+	// point checks one resource, covered by the locks in sets.
+	point := func(sets ...[]*davLock) {
+		ok, any := false, false
+		for _, set := range sets {
+			for _, l := range set {
+				ls.visited++
+				any = true
+				if submitted(l) {
+					ok = true
+					hold = append(hold, l)
+				}
+			}
+		}
+		if ok || !any {
+			return
+		}
+		for _, set := range sets {
+			for _, l := range set {
+				if len(refused) < maxRefusedHrefs && !slices.Contains(refused, l.details.Root) {
+					refused = append(refused, l.details.Root)
+				}
+			}
+		}
+	}
+	for _, tg := range targets {
+		var inherited []*davLock // depth-infinity locks above
+		t := ls.ancestorsLocked(tg.path, func(n *lockNode) { inherited = deepLocks(inherited, n) })
 		switch {
-		case c.ETag != "":
-			if !tagDone {
-				curTag, tagDone = s.etagOf(p), true
-			}
-			if (c.ETag == curTag) == c.Not {
-				return nil, false
-			}
-		case c.Not:
-			// "Not <token>" holds unless the token is a live lock on p.
-			if rel, err := s.locks.Confirm(now, p, "", webdav.Condition{Token: c.Token}); err == nil {
-				rel()
-				return nil, false
-			}
+		case t == nil:
+			point(inherited)
+		case !tg.deep:
+			point(inherited, t.locks)
 		default:
-			positive = append(positive, webdav.Condition{Token: c.Token})
+			ls.admitBelowLocked(t, inherited, point)
 		}
 	}
-	if len(positive) > 0 {
-		rel, err := s.locks.Confirm(now, p, "", positive...)
-		if err != nil {
-			return nil, false
+	if len(refused) > 0 {
+		return nil, refused
+	}
+	for _, l := range hold {
+		l.holds++
+	}
+	nodes := make([]*lockNode, len(targets))
+	for i, tg := range targets {
+		nodes[i] = ls.guardLocked(tg)
+	}
+	return func() {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		for _, l := range hold {
+			l.holds--
 		}
-		return rel, true
-	}
-	// No lock token submitted: p must not be locked by anyone.
-	token, err := s.locks.Create(now, webdav.LockDetails{Root: p, Duration: -1, ZeroDepth: true})
-	if err != nil {
-		return nil, false
-	}
-	return func() { s.locks.Unlock(now, token) }, true
+		for i, tg := range targets {
+			ls.unguardLocked(nodes[i], tg)
+		}
+	}, nil
 }
 
-// etagOf returns the current entity tag of the file at clean path p, or ""
-// when there is none.
-func (s *Server) etagOf(p string) string {
-	cp, err := httpx.CleanPath(p)
-	if err != nil {
-		return ""
+// admitBelowLocked calls point for node n, for its members when it has a
+// depth-infinity lock, and so on for every locked node below it;
+// inherited are the depth-infinity locks above n. Callers hold ls.mu.
+func (ls *lockSystem) admitBelowLocked(n *lockNode, inherited []*davLock, point func(...[]*davLock)) {
+	if n.sub == 0 {
+		point(inherited)
+		return
 	}
-	var st unix.Stat_t
-	if s.statRel(rel(cp), &st) != nil || !isReg(&st) {
-		return ""
+	point(inherited, n.locks)
+	if n.deep > 0 {
+		inherited = deepLocks(slices.Clip(inherited), n)
+		point(inherited)
 	}
-	return etag(&st)
+	for _, c := range n.children {
+		if c.sub > 0 {
+			ls.admitBelowLocked(c, slices.Clip(inherited), point)
+		}
+	}
 }
+
+// deepLocks appends the depth-infinity locks rooted at n to ls.
+func deepLocks(ls []*davLock, n *lockNode) []*davLock {
+	if n.deep == 0 {
+		return ls
+	}
+	for _, l := range n.locks {
+		if !l.details.ZeroDepth {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// walkSubtree calls fn for n and every node below it that holds a lock.
+func walkSubtree(n *lockNode, fn func(*lockNode)) {
+	if n.sub == 0 {
+		return
+	}
+	fn(n)
+	for _, c := range n.children {
+		walkSubtree(c, fn)
+	}
+}
+
+// guardLocked marks target as being changed and returns its node.
+// Callers hold ls.mu.
+func (ls *lockSystem) guardLocked(tg lockTarget) *lockNode {
+	n := ls.nodeLocked(tg.path, true)
+	n.guards++
+	if tg.deep {
+		n.deepGrd++
+	}
+	addUp(n, 0, 0, 1)
+	return n
+}
+
+// unguardLocked undoes guardLocked on node n. Callers hold ls.mu.
+func (ls *lockSystem) unguardLocked(n *lockNode, tg lockTarget) {
+	n.guards--
+	if tg.deep {
+		n.deepGrd--
+	}
+	addUp(n, 0, 0, -1)
+}
+
+// locksBelow returns the locks rooted at or below the clean path name.
+func (ls *lockSystem) locksBelow(name string) []*davLock {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var out []*davLock
+	if t := ls.nodeLocked(name, false); t != nil {
+		walkSubtree(t, func(n *lockNode) { out = append(out, n.locks...) })
+	}
+	return out
+}
+
+// drop removes the given locks unless they are gone already. A lock
+// belongs to a URL (RFC 4918 §7): when a DELETE or MOVE removes the
+// resource, its lock goes too, rather than blocking the old URL until it
+// expires.
+func (ls *lockSystem) drop(locks []*davLock) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, l := range locks {
+		if ls.byToken[l.token] == l {
+			ls.removeLocked(l)
+		}
+	}
+}
+
+// lockHeap orders locks by expiry (container/heap).
+type lockHeap []*davLock
+
+func (h lockHeap) Len() int           { return len(h) }
+func (h lockHeap) Less(i, j int) bool { return h[i].expiry.Before(h[j].expiry) }
+func (h lockHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *lockHeap) Push(x any) {
+	l := x.(*davLock)
+	l.index = len(*h)
+	*h = append(*h, l)
+}
+func (h *lockHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return l
+}
+
+// passLocks is the webdav.LockSystem handed to x/net/webdav. Every lock
+// check is done by guardLocks before a request reaches that handler, so
+// this one confirms everything: x/net/webdav's own confirmLocks evaluates
+// a tagged If list against the resource the list names, not the target
+// (RFC 4918 §10.4), and would let a token for /X.txt open /V.txt.
+type passLocks struct{}
+
+var _ webdav.LockSystem = passLocks{}
+
+// Confirm confirms: guardLocks has checked the request.
+func (passLocks) Confirm(time.Time, string, string, ...webdav.Condition) (func(), error) {
+	return func() {}, nil
+}
+
+// Create is called for x/net/webdav's per-request locks; none is needed.
+func (passLocks) Create(time.Time, webdav.LockDetails) (string, error) { return "", nil }
+
+// Refresh is never reached: LOCK is answered by serveLock.
+func (passLocks) Refresh(time.Time, string, time.Duration) (webdav.LockDetails, error) {
+	return webdav.LockDetails{}, webdav.ErrNoSuchLock
+}
+
+// Unlock is never reached: UNLOCK is answered by serveUnlock.
+func (passLocks) Unlock(time.Time, string) error { return webdav.ErrNoSuchLock }

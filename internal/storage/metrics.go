@@ -29,8 +29,12 @@ type metrics struct {
 	sent      prometheus.Counter
 	received  prometheus.Counter
 	computed  prometheus.Counter // whole-file checksum passes (cache misses)
-	cacheHits prometheus.Counter // checksums answered from the xattr cache
+	cacheHits prometheus.Counter // checksums answered from the kept sums (.lakefed-sums)
 	fast      prometheus.Counter // requests answered by the fast path (fast.go)
+
+	staleRemoved prometheus.Counter // upload temp files removed by the janitor
+	busy         prometheus.Counter // expensive requests refused with 503 (listing semaphore full)
+	fdExhausted  prometheus.Counter // requests answered 503 because the process ran out of descriptors
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -52,7 +56,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 		computed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lakefed_storage_checksums_computed_total",
-			Help: "Checksums computed by reading a whole file (not found in the xattr cache).",
+			Help: "Checksums computed by reading a whole file (no kept sum matched the file).",
 		}),
 		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lakefed_storage_checksum_cache_hits_total",
@@ -62,8 +66,21 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "lakefed_storage_fast_path_requests_total",
 			Help: "GET and HEAD requests answered by the lean HTTP/1.1 path instead of net/http (also counted in requests_total).",
 		}),
+		staleRemoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lakefed_storage_stale_uploads_removed_total",
+			Help: "Upload temp files (left by a crash) removed by the janitor.",
+		}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lakefed_storage_listings_refused_total",
+			Help: "PROPFIND Depth 1 and directory GETs refused with 503 because max_listings were already running.",
+		}),
+		fdExhausted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lakefed_storage_fd_exhausted_total",
+			Help: "Requests answered 503 because the process or system ran out of file descriptors (EMFILE, ENFILE).",
+		}),
 	}
-	reg.MustRegister(requests, latency, m.sent, m.received, m.computed, m.cacheHits, m.fast)
+	reg.MustRegister(requests, latency, m.sent, m.received, m.computed, m.cacheHits, m.fast,
+		m.staleRemoved, m.busy, m.fdExhausted)
 	for i, meth := range methods {
 		for c := range m.requests[i] {
 			class := "other"

@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"hash"
 	"io"
@@ -10,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -23,22 +22,31 @@ var errTooLarge = errors.New("storage: upload larger than max_upload")
 // servePut stores the request body at p atomically: it streams into a
 // hidden temp file beside the target (computing adler32, and md5/crc32c
 // when the client sent one to check), verifies any Digest or Content-MD5,
-// fsyncs, stores the checksums, renames over the target and fsyncs the
-// directory. Missing parents are created. Until the rename nothing is
-// visible; on any failure the temp file is removed and the old content
-// stays. It returns the body bytes taken.
+// fsyncs, then commits (see commit): re-checks the preconditions against
+// the file it replaces, copies that file's dead properties, renames over
+// it, keeps the checksums, and fsyncs the directory. Missing parents are
+// created. Until the rename nothing is visible; on any failure the temp
+// file is removed and the old content stays. It returns the body bytes
+// taken.
 //
 // Status: 201 new, 204 replaced, 400 "digest mismatch" (RFC 3230 gives no
-// code; 400 says the request itself was wrong), 409 onto a directory or
-// under a file, 413 over MaxUpload, 423 locked, 507 disk full.
+// code; 400 says the request itself was wrong), 400 with Content-Range,
+// 409 onto a directory or under a file, 412 a precondition failed, 413
+// over MaxUpload, 423 locked, 507 disk full.
 func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 	if p == "/" {
 		httpError(w, http.StatusMethodNotAllowed, "cannot PUT the root collection")
 		return 0
 	}
-	release, code, reason := s.confirmLocks(r, p)
-	if code != 0 {
-		httpError(w, code, reason)
+	if _, ok := r.Header["Content-Range"]; ok {
+		// RFC 9110 §14.5: partial PUT is not supported, and a server that
+		// does not support it must refuse a PUT with Content-Range rather
+		// than store the part as the whole.
+		httpError(w, http.StatusBadRequest, "Content-Range on PUT: partial PUT is not supported")
+		return 0
+	}
+	release, ok := s.guardLocks(w, r, lockTarget{path: p})
+	if !ok {
 		return 0
 	}
 	defer release()
@@ -46,33 +54,30 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		httpError(w, http.StatusRequestEntityTooLarge, "upload larger than max_upload")
 		return 0
 	}
-	want := httpx.ParseDigest(r.Header.Get("Digest"))
-	if cm := r.Header.Get("Content-MD5"); cm != "" {
-		v := httpx.ParseContentMD5(cm)
-		if v == "" {
-			httpError(w, http.StatusBadRequest, "bad Content-MD5 header")
-			return 0
-		}
-		if old, ok := want[httpx.MD5]; ok && old != v {
-			httpError(w, http.StatusBadRequest, "digest mismatch: Digest md5 and Content-MD5 differ")
-			return 0
-		}
-		want[httpx.MD5] = v
+	want, reason := wantedDigests(r.Header)
+	if reason != "" {
+		httpError(w, http.StatusBadRequest, reason)
+		return 0
 	}
 
 	name := rel(p)
 	dir := path.Dir(name)
-	existed := false
-	var cur unix.Stat_t
-	if err := s.statRel(name, &cur); err == nil {
-		if isDir(&cur) {
+	// A first look, before taking the body: a directory, or a failed
+	// precondition, is refused without reading it. commit looks again.
+	var cur current
+	if err := s.statRel(name, &cur.st); err == nil {
+		if isDir(&cur.st) {
 			httpError(w, http.StatusConflict, "target is a directory")
 			return 0
 		}
-		existed = true
+		cur.exists = true
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		code, reason := s.putStatus(r, err)
 		httpError(w, code, reason)
+		return 0
+	}
+	if cur.check(r) != 0 {
+		httpError(w, http.StatusPreconditionFailed, "precondition failed")
 		return 0
 	}
 	if dir != "." {
@@ -83,9 +88,7 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		}
 	}
 
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := path.Join(dir, uploadPrefix+hex.EncodeToString(rnd[:]))
+	tmp := path.Join(dir, tempName())
 	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		code, reason := s.putStatus(r, err)
@@ -94,8 +97,8 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 	}
 	committed := false
 	defer func() {
+		f.Close()
 		if !committed {
-			f.Close()
 			s.root.Remove(tmp)
 		}
 	}()
@@ -137,26 +140,15 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		httpError(w, code, reason)
 		return n
 	}
-	fd := int(f.Fd())
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err == nil {
-		for a, v := range sums {
-			if storeSum(fd, a, v, &st) != nil {
-				break // no xattrs here; GET will compute
-			}
-		}
-	}
-	if err := f.Close(); err != nil {
-		code, reason := s.putStatus(r, err)
-		httpError(w, code, reason)
-		return n
-	}
-	if err := s.root.Rename(tmp, name); err != nil {
-		code, reason := s.putStatus(r, err)
+	st, existed, code, reason := s.commit(r, p, f, tmp)
+	if code != 0 {
 		httpError(w, code, reason)
 		return n
 	}
 	committed = true
+	// The fingerprint after the rename (which moved the ctime) is the one
+	// later requests see; nothing touches the file after it.
+	_ = s.storeSums(&st, sums)
 	if d, err := s.root.Open(dir); err == nil {
 		if err := d.Sync(); err != nil {
 			s.log.WarnContext(r.Context(), "fsync directory failed", "path", p, "err", err)
@@ -172,6 +164,105 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		w.WriteHeader(http.StatusCreated)
 	}
 	return n
+}
+
+// commit installs the received temp file tmp (open as f) at the clean
+// path p under p's path lock: it evaluates the preconditions again
+// against the file actually there now (RFC 9110 §13.2: two PUTs with
+// If-Match of one ETag cannot both win), copies that file's dead
+// properties onto f (RFC 4918 §9.7.1: a PUT does not change them), and
+// renames. It returns f's stat after the rename and whether a file was
+// replaced, or a status and reason.
+//
+// Unconditional PUTs take the lock too (it is held only for this), so
+// each learns under it whether it created the file (201) or replaced one
+// (204): of two concurrent unconditional PUTs creating one file, one gets
+// 201 and the other 204, and the last rename wins. That is accepted: the
+// survivor is one whole upload, and neither client asked for more.
+func (s *Server) commit(r *http.Request, p string, f *os.File, tmp string) (st unix.Stat_t, existed bool, code int, reason string) {
+	unlock := s.paths.lock(p)
+	defer unlock()
+	name := rel(p)
+	var cur current
+	err := s.statRel(name, &cur.st)
+	switch {
+	case err == nil && isDir(&cur.st):
+		return st, false, http.StatusConflict, "target is a directory"
+	case err == nil:
+		cur.exists = true
+	case !errors.Is(err, fs.ErrNotExist):
+		code, reason = s.putStatus(r, err)
+		return st, false, code, reason
+	}
+	if cur.exists && isReg(&cur.st) {
+		// O_NONBLOCK: a FIFO swapped in since the stat must not hang us.
+		old, err := s.openRel(name, unix.O_RDONLY|unix.O_NONBLOCK)
+		if err == nil {
+			err = unix.Fstat(int(old.Fd()), &cur.st)
+			if err == nil && isReg(&cur.st) {
+				err = copyDeadProps(int(old.Fd()), int(f.Fd()))
+			}
+			old.Close()
+		}
+		if err != nil {
+			code, reason = s.putStatus(r, err)
+			return st, false, code, reason
+		}
+	}
+	if cur.check(r) != 0 {
+		return st, false, http.StatusPreconditionFailed, "precondition failed"
+	}
+	if err := s.root.Rename(tmp, name); err != nil {
+		code, reason = s.putStatus(r, err)
+		return st, false, code, reason
+	}
+	if cur.exists {
+		s.dropSums(&cur.st)
+	}
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		// Renamed, so the PUT happened; only the ETag cannot be given.
+		s.log.WarnContext(r.Context(), "fstat after rename failed", "path", p, "err", err)
+	}
+	return st, cur.exists, 0, ""
+}
+
+// wantedDigests returns the checksums a PUT must match, from Digest (RFC
+// 3230) and Content-MD5 (RFC 1864), as lower-case hex by algorithm, or a
+// reason to refuse the request with 400: a value of an algorithm the
+// server computes that is malformed, or given twice with two values. A
+// digest that cannot be checked must not let the upload through as if it
+// had been; algorithms the server does not compute are ignored (RFC 3230
+// §4.3.2 lets a server do that).
+func wantedDigests(h http.Header) (map[string]string, string) {
+	want := map[string]string{}
+	for _, line := range h["Digest"] {
+		for part := range strings.SplitSeq(line, ",") {
+			k, _, _ := strings.Cut(part, "=")
+			algo := strings.ToLower(strings.TrimSpace(k))
+			if !httpx.KnownAlgorithm(algo) {
+				continue
+			}
+			v, ok := httpx.ParseDigest(part)[algo]
+			if !ok {
+				return nil, "bad Digest header: malformed " + algo + " value"
+			}
+			if old, dup := want[algo]; dup && old != v {
+				return nil, "digest mismatch: two " + algo + " values"
+			}
+			want[algo] = v
+		}
+	}
+	if cms := h["Content-Md5"]; len(cms) > 0 {
+		v := httpx.ParseContentMD5(strings.Join(cms, ","))
+		if v == "" {
+			return nil, "bad Content-MD5 header"
+		}
+		if old, ok := want[httpx.MD5]; ok && old != v {
+			return nil, "digest mismatch: Digest md5 and Content-MD5 differ"
+		}
+		want[httpx.MD5] = v
+	}
+	return want, ""
 }
 
 // writebackChunk is how much written data receive lets pile up in the page

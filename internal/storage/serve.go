@@ -91,6 +91,10 @@ func httpError(w http.ResponseWriter, code int, reason string) {
 	h.Del("Last-Modified")
 	h["Content-Type"] = hdrTextPlain
 	h["X-Content-Type-Options"] = hdrNosniff
+	if code == http.StatusServiceUnavailable && h["Retry-After"] == nil {
+		// Every 503 here is transient (RFC 9110 §15.6.4): say when to retry.
+		h["Retry-After"] = hdrRetryAfter
+	}
 	w.WriteHeader(code)
 	io.WriteString(w, reason+"\n")
 }
@@ -186,6 +190,16 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 		return 0
 	}
 	switch r.Method {
+	case "DELETE", "MKCOL", "PROPPATCH", "COPY", "MOVE":
+		// RFC 9110 §13.2: If-Match and friends, evaluated once for every
+		// state-changing method (precond.go; PUT does its own).
+		release, ok := s.guardPreconditions(w, r, p)
+		if !ok {
+			return 0
+		}
+		defer release()
+	}
+	switch r.Method {
 	case http.MethodOptions:
 		s.serveOptions(w)
 	case "PROPFIND":
@@ -195,30 +209,26 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 				httpError(w, code, reason)
 				return 0
 			}
-			s.dav.ServeHTTP(w, r)
+			s.servePropfind(w, r, p)
 		default:
 			// RFC 4918 §9.1: a server may refuse Depth: infinity (the
 			// default when the header is missing) with 403.
 			httpError(w, http.StatusForbidden, "propfind-finite-depth: use Depth 0 or 1")
 		}
 	case "COPY", "MOVE":
-		if code, reason := s.checkDestination(r, p); code != 0 {
-			httpError(w, code, reason)
-			return 0
-		}
-		s.dav.ServeHTTP(w, r)
+		s.serveCopyMove(w, r, p)
 	case "DELETE":
 		if p == "/" {
 			httpError(w, http.StatusForbidden, "the root cannot be deleted")
 			return 0
 		}
-		s.dav.ServeHTTP(w, r)
+		s.serveDAVWrite(w, r, lockTarget{path: p, deep: true})
 	case "PROPPATCH":
 		if code, reason := checkXMLBody(r); code != 0 {
 			httpError(w, code, reason)
 			return 0
 		}
-		s.dav.ServeHTTP(w, r)
+		s.serveDAVWrite(w, r, lockTarget{path: p})
 	case "LOCK":
 		if code, reason := checkXMLBody(r); code != 0 {
 			httpError(w, code, reason)
@@ -228,7 +238,7 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 	case "UNLOCK":
 		s.serveUnlock(w, r, p)
 	case "MKCOL":
-		s.dav.ServeHTTP(w, r)
+		s.serveDAVWrite(w, r, lockTarget{path: p})
 	default:
 		w.Header()["Allow"] = hdrAllow
 		httpError(w, http.StatusMethodNotAllowed, "method not allowed")
@@ -237,37 +247,38 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 }
 
 // checkDestination applies the request-path rules to a COPY or MOVE
-// Destination header (RFC 4918 §10.3). It returns 0 when the header is fine.
-func (s *Server) checkDestination(r *http.Request, src string) (int, string) {
+// Destination header (RFC 4918 §10.3) and returns its clean path, or a
+// status and reason when the header is refused.
+func (s *Server) checkDestination(r *http.Request, src string) (string, int, string) {
 	hdr := r.Header.Get("Destination")
 	if hdr == "" {
-		return http.StatusBadRequest, "missing Destination header"
+		return "", http.StatusBadRequest, "missing Destination header"
 	}
 	u, err := url.Parse(hdr)
 	if err != nil {
-		return http.StatusBadRequest, "bad Destination header"
+		return "", http.StatusBadRequest, "bad Destination header"
 	}
 	if u.Host != "" && u.Host != r.Host {
 		// Third-party copy is not offered; RFC 4918 would allow 502, but a
 		// refusal is what it is.
-		return http.StatusForbidden, "destination is on another server"
+		return "", http.StatusForbidden, "destination is on another server"
 	}
 	dst, err := httpx.CleanPath(u.Path)
 	if err != nil {
-		return http.StatusBadRequest, "destination: " + err.Error()
+		return "", http.StatusBadRequest, "destination: " + err.Error()
 	}
 	switch {
 	case !utf8.ValidString(dst):
-		return http.StatusBadRequest, "destination: bad path: not valid UTF-8"
+		return "", http.StatusBadRequest, "destination: bad path: not valid UTF-8"
 	case reserved(dst):
-		return http.StatusForbidden, "destination: reserved name"
+		return "", http.StatusForbidden, "destination: reserved name"
 	case dst == "/" || src == "/":
-		return http.StatusForbidden, "the root cannot be copied, moved or overwritten"
+		return "", http.StatusForbidden, "the root cannot be copied, moved or overwritten"
 	}
 	if code, reason := s.precheck(r, dst); code != 0 {
-		return code, "destination: " + reason
+		return "", code, "destination: " + reason
 	}
-	return 0, ""
+	return dst, 0, ""
 }
 
 // precheck resolves the clean path p (symlinks followed, never out of
@@ -327,16 +338,21 @@ func isEscape(err error) bool {
 	return errors.As(err, &le) && le.Err != nil && strings.Contains(le.Err.Error(), "escapes")
 }
 
-// fsStatus maps a file-system error to a status and a one-line reason.
-// Unknown errors are logged here (once) and become 500.
+// fsStatus maps a file-system error to a status and a one-line reason:
+// errnoStatus for the server's own state (descriptors, space), then the
+// request's. Unknown errors are logged here (once) and become 500.
 func (s *Server) fsStatus(r *http.Request, err error) (int, string) {
+	if code, reason, ok := errnoStatus(err); ok {
+		if isFDExhausted(err) {
+			s.m.fdExhausted.Inc()
+		}
+		return code, reason
+	}
 	switch {
 	case errors.Is(err, errChanged):
 		return http.StatusServiceUnavailable, "file changed while reading it, retry"
 	case isEscape(err):
 		return http.StatusForbidden, "path leads outside the root"
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return http.StatusInsufficientStorage, "insufficient storage"
 	case errors.Is(err, fs.ErrNotExist):
 		return http.StatusNotFound, "not found"
 	case errors.Is(err, fs.ErrPermission):

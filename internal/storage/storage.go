@@ -13,7 +13,7 @@
 // does not take. Behind that, GET, HEAD, PUT and OPTIONS run on
 // hand-written handlers: zero-copy reads through http.ServeContent
 // (sendfile), RFC 9110 ranges and conditionals, RFC 3230 Want-Digest with
-// checksums cached in extended attributes, and atomic uploads (temp file,
+// checksums kept beside the data (.lakefed-sums), and atomic uploads (temp file,
 // early write-back, fsync, rename, fsync dir) with the adler32 computed on
 // the fly. PROPFIND, PROPPATCH, MKCOL, DELETE, COPY,
 // MOVE, LOCK and UNLOCK go to golang.org/x/net/webdav over a FileSystem
@@ -26,6 +26,11 @@
 // and by os.Root everywhere else: a symlink that stays inside Root is
 // followed, one that leads outside Root (or is absolute) is refused with 403
 // on GET/HEAD/PUT and looks absent (404) to the WebDAV methods.
+//
+// Resources: a janitor goroutine (New to Close) removes the temp files a
+// crash left; running out of file descriptors answers 503 with
+// Retry-After; directory listings (PROPFIND Depth 1, GET) are streamed or
+// bounded by Config.MaxListings. See janitor.go, limits.go, propfind.go.
 //
 // Observability: /metrics (Prometheus text, own registry) is served on the
 // same listener and shadows a file named "metrics" at the root (see
@@ -79,6 +84,18 @@ type Config struct {
 	// format) is served on the same listener. Empty means "/metrics"; "-"
 	// turns it off. A file at that path under Root is shadowed.
 	MetricsPath string `yaml:"metrics_path"`
+	// StaleUploadAge is how old (by mtime) an upload temp file
+	// (".lakefed-upload-*", left by a crash) must be before the janitor
+	// removes it, e.g. "1h" in YAML. Zero means DefaultStaleUploadAge (1 h);
+	// negative is an error. Temp files this process holds open are never
+	// removed, whatever their age (see janitor.go). The janitor sweeps
+	// Root once at start and then every quarter of this age (1 s to 15 min).
+	StaleUploadAge time.Duration `yaml:"stale_upload_age"`
+	// MaxListings is how many expensive requests (PROPFIND Depth 1 and GET
+	// of a directory, each reading a whole directory) may run at once; one
+	// more gets 503 with Retry-After. Zero means DefaultMaxListings;
+	// negative is an error.
+	MaxListings int `yaml:"max_listings"`
 }
 
 // Limits and timeouts of the HTTP server. They are not configurable yet:
@@ -108,7 +125,15 @@ type Server struct {
 	dav         *webdav.Handler
 	locks       *lockSystem
 	sums        singleflight.Group // coalesces checksum computations per file
+	paths       pathLocks          // per-path lock of conditional writes (precond.go)
 	handler     http.Handler
+
+	listings chan struct{} // semaphore of expensive requests, capacity MaxListings
+
+	// The janitor (janitor.go) runs from New until Close.
+	stopJanitor context.CancelFunc
+	janitorDone chan struct{}
+	swept       chan struct{} // closed when the janitor's start pass is done
 
 	// writeChunk writes one chunk of an upload; tests replace it to
 	// inject errors such as ENOSPC.
@@ -130,6 +155,18 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.MaxUpload < 0 {
 		errs = append(errs, fmt.Errorf("storage: max_upload %d is negative", cfg.MaxUpload))
+	}
+	switch {
+	case cfg.StaleUploadAge < 0:
+		errs = append(errs, fmt.Errorf("storage: stale_upload_age %v is negative", cfg.StaleUploadAge))
+	case cfg.StaleUploadAge == 0:
+		cfg.StaleUploadAge = DefaultStaleUploadAge
+	}
+	switch {
+	case cfg.MaxListings < 0:
+		errs = append(errs, fmt.Errorf("storage: max_listings %d is negative", cfg.MaxListings))
+	case cfg.MaxListings == 0:
+		cfg.MaxListings = DefaultMaxListings
 	}
 	metricsPath := cfg.MetricsPath
 	switch {
@@ -179,6 +216,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		metricsPath: metricsPath,
 		reg:         prometheus.NewRegistry(),
 		locks:       newLockSystem(),
+		listings:    make(chan struct{}, cfg.MaxListings),
+		janitorDone: make(chan struct{}),
+		swept:       make(chan struct{}),
 		writeChunk:  (*os.File).Write,
 	}
 	s.openBeneath()
@@ -186,7 +226,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.metricsH = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.dav = &webdav.Handler{
 		FileSystem: davFS{s},
-		LockSystem: s.locks,
+		LockSystem: passLocks{}, // guardLocks checks locks before x/net/webdav runs
 		Logger: func(r *http.Request, err error) {
 			if err != nil && log.Enabled(r.Context(), slog.LevelDebug) {
 				log.DebugContext(r.Context(), "webdav request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -194,6 +234,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		},
 	}
 	s.handler = http.HandlerFunc(s.serveHTTP)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopJanitor = cancel
+	go func() {
+		defer close(s.janitorDone)
+		s.runJanitor(ctx)
+	}()
 	return s, nil
 }
 
@@ -216,8 +262,11 @@ func (s *Server) openBeneath() {
 	s.rootDir, s.rootFD = f, fd
 }
 
-// Close releases the handles on Root. Call it after Serve has returned.
+// Close stops the janitor, waits for it and releases the handles on Root.
+// Call it after Serve has returned.
 func (s *Server) Close() error {
+	s.stopJanitor()
+	<-s.janitorDone
 	if s.rootDir != nil {
 		s.rootDir.Close()
 	}
@@ -278,6 +327,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // ListenAndServe listens on Config.Listen and calls Serve.
+//
+// The soft RLIMIT_NOFILE needs no raising here: the Go runtime already
+// raised it to the hard limit (minus one) when the process started
+// (limits.go, TestRlimitNofileRaised).
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)

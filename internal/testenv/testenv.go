@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -109,6 +110,17 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Kill kills the server and every process it started with SIGKILL, as a
+// crash would: connections drop mid-transfer. Stop is then a no-op.
+func (s *Server) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
 func start(t testing.TB, s *Server, log string, ports []int, name string, args ...string) {
 	t.Helper()
 	f, err := os.Create(log)
@@ -116,6 +128,9 @@ func start(t testing.TB, s *Server, log string, ports []int, name string, args .
 		t.Fatal(err)
 	}
 	cmd := exec.Command(name, args...)
+	// A group of its own, so that Kill reaches the server's workers too
+	// (nginx's master does not take its workers down on SIGKILL).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

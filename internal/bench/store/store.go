@@ -11,6 +11,9 @@
 //	_ = st.FinishRun(ctx, id, store.Finish{Status: store.StatusDone, Classification: "ok"})
 //	runs, _ := st.List(ctx, store.Filter{Site: "site-a", Limit: 20})
 //
+// A run is recorded when it starts (status running), so that it can be
+// shown while it runs, and finished as done, interrupted or failed.
+//
 // A Store may be used by many goroutines at once. The database is in WAL
 // mode, so readers (the dashboard) do not block a run that is writing.
 package store
@@ -39,8 +42,9 @@ const (
 	// StatusFailed: the run could not complete (target unreachable, bad
 	// file); Error says why.
 	StatusFailed = "failed"
-	// StatusCanceled: the run was interrupted; what it measured is kept.
-	StatusCanceled = "canceled"
+	// StatusInterrupted: the run was interrupted (SIGINT) before its
+	// end; what it measured up to then is kept.
+	StatusInterrupted = "interrupted"
 )
 
 // ErrNotFound is returned for a run ID the store does not hold.
@@ -129,6 +133,7 @@ type Sample struct {
 
 // Finish is what FinishRun records at the end of a run.
 type Finish struct {
+	// Status is StatusDone, StatusInterrupted or StatusFailed.
 	Status         string
 	Classification string
 	Reasons        []string
@@ -136,6 +141,9 @@ type Finish struct {
 	Error          string
 	// Ended defaults to now.
 	Ended time.Time
+	// Params, when not nil, replace the parameters the run was created
+	// with (a test fills its defaults once it runs).
+	Params json.RawMessage
 }
 
 // Filter selects runs for List. Zero fields match everything.
@@ -263,7 +271,40 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema in %s: %w", path, err)
 	}
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
 	return &Store{db: db}, nil
+}
+
+// schemaVersion is the user_version (a SQLite header field) of a database
+// whose rows are up to date. Version 1 renamed the status of interrupted
+// runs from "canceled" to "interrupted"; the columns did not change.
+const schemaVersion = 1
+
+// migrate brings the rows of an older database up to schemaVersion, once.
+func migrate(ctx context.Context, db *sql.DB) error {
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v >= schemaVersion {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // no-op after Commit
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status=? WHERE status='canceled'`, StatusInterrupted); err != nil {
+		return err
+	}
+	// PRAGMA takes no parameters; the value is a constant.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Close closes the database.
@@ -310,9 +351,14 @@ func (s *Store) FinishRun(ctx context.Context, id int64, f Finish) error {
 		summary = b
 	}
 	reasons, _ := json.Marshal(nonNil(f.Reasons))
+	var params *string // nil: keep (COALESCE)
+	if f.Params != nil {
+		p := string(f.Params)
+		params = &p
+	}
 	res, err := s.db.ExecContext(ctx,
-		`UPDATE runs SET ended=?, status=?, classification=?, reasons=?, summary=?, error=? WHERE id=?`,
-		f.Ended.UnixNano(), f.Status, f.Classification, string(reasons), string(summary), f.Error, id)
+		`UPDATE runs SET ended=?, status=?, classification=?, reasons=?, summary=?, error=?, params=COALESCE(?, params) WHERE id=?`,
+		f.Ended.UnixNano(), f.Status, f.Classification, string(reasons), string(summary), f.Error, params, id)
 	if err != nil {
 		return fmt.Errorf("store: finish run %d: %w", id, err)
 	}

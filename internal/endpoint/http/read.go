@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // Open reads n bytes of p from off (n < 0: to the end) with a ranged GET.
@@ -42,7 +42,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 		if off > in.Size {
 			return nil, fail("open", p, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, in.Size))
 		}
-		return io.NopCloser(strings.NewReader("")), nil
+		return emptyAt(in), nil
 	}
 	rc, total, err := e.get(ctx, p, off, n)
 	if err == errRetryExact {
@@ -101,6 +101,7 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
+		ver := versionOf(resp, resp.ContentLength)
 		if isDir, err := e.isListing(ctx, p, resp); err != nil {
 			return abort(err)
 		} else if isDir {
@@ -127,12 +128,12 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 			want = n
 			if total < 0 {
 				// Unknown length: a shorter body means the file is shorter.
-				return &body{rc: resp.Body, remain: n, cancel: cancel, eofOK: true}, 0, nil
+				return &body{rc: resp.Body, remain: n, cancel: cancel, eofOK: true, ver: ver}, 0, nil
 			}
 		}
-		return &body{rc: resp.Body, remain: want, cancel: cancel}, 0, nil
+		return &body{rc: resp.Body, remain: want, cancel: cancel, ver: ver}, 0, nil
 	case http.StatusPartialContent:
-		first, last, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		first, last, total, ok := httpx.ParseContentRange(resp.Header.Get("Content-Range"))
 		if !ok || first != off {
 			return abort(fmt.Errorf("%w: bad Content-Range %q for offset %d", endpoint.ErrUnavailable, resp.Header.Get("Content-Range"), off))
 		}
@@ -143,16 +144,16 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 			case off > total:
 				return nil, 0, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, total)
 			case off == total:
-				return io.NopCloser(strings.NewReader("")), 0, nil
+				return emptyAt(versionOf(resp, total)), 0, nil
 			}
 			return nil, total, errRetryExact
 		}
 		if last < first {
 			return abort(fmt.Errorf("%w: bad Content-Range %q", endpoint.ErrUnavailable, resp.Header.Get("Content-Range")))
 		}
-		return &body{rc: resp.Body, remain: last - first + 1, cancel: cancel}, 0, nil
+		return &body{rc: resp.Body, remain: last - first + 1, cancel: cancel, ver: versionOf(resp, total)}, 0, nil
 	case http.StatusRequestedRangeNotSatisfiable:
-		_, _, total, _ := parseContentRange(resp.Header.Get("Content-Range"))
+		_, _, total, _ := httpx.ParseContentRange(resp.Header.Get("Content-Range"))
 		drain(resp)
 		if total < 0 {
 			in, err := e.Stat(ctx, p)
@@ -165,7 +166,7 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 			cancel()
 		}
 		if off == total {
-			return io.NopCloser(strings.NewReader("")), 0, nil
+			return emptyAt(versionOf(resp, total)), 0, nil
 		}
 		return nil, 0, fmt.Errorf("%w: %s: offset %d, size %d", endpoint.ErrRefused, resp.Status, off, total)
 	}
@@ -203,47 +204,38 @@ func (e *Endpoint) isListing(ctx context.Context, p string, resp *http.Response)
 	return in.IsDir, nil
 }
 
-// parseContentRange parses "bytes first-last/total" (RFC 9110 §14.4) and
-// "bytes */total". total is -1 for "*". last may be negative: XrdHttp
-// writes "bytes 2--1/6".
-func parseContentRange(s string) (first, last, total int64, ok bool) {
-	first, last, total = -1, -1, -1
-	rest, found := strings.CutPrefix(strings.TrimSpace(s), "bytes ")
-	if !found {
-		return first, last, total, false
-	}
-	rng, tot, found := strings.Cut(rest, "/")
-	if !found {
-		return first, last, total, false
-	}
-	if tot != "*" {
-		t, err := strconv.ParseInt(tot, 10, 64)
-		if err != nil || t < 0 {
-			return first, last, -1, false
-		}
-		total = t
-	}
-	if rng == "*" {
-		return first, last, total, true
-	}
-	a, b, found := strings.Cut(rng, "-")
-	if !found {
-		return first, last, total, false
-	}
-	f, err1 := strconv.ParseInt(a, 10, 64)
-	l, err2 := strconv.ParseInt(b, 10, 64)
-	if err1 != nil || err2 != nil || f < 0 {
-		return -1, -1, total, false
-	}
-	return f, l, total, true
-}
-
 func eofErr(err error) error {
 	if err == io.EOF {
 		return io.ErrUnexpectedEOF
 	}
 	return err
 }
+
+// versionOf is what a GET answer says of the file: total is the whole
+// file's size (a Content-Range total, or the length of a 200), -1 when
+// the answer does not tell.
+func versionOf(resp *http.Response, total int64) endpoint.Info {
+	in := endpoint.Info{Size: total, ETag: trimETag(resp.Header.Get("ETag"))}
+	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
+		in.ModTime = t
+	}
+	return in
+}
+
+// empty is the reader of a read of nothing, at the end of a file of a
+// known version.
+type empty struct {
+	io.Reader
+	ver endpoint.Info
+}
+
+func emptyAt(ver endpoint.Info) io.ReadCloser {
+	return empty{strings.NewReader(""), ver}
+}
+
+func (e empty) Close() error           { return nil }
+func (e empty) Version() endpoint.Info { return e.ver }
+func (b *body) Version() endpoint.Info { return b.ver }
 
 // body is the reader Open returns: it hands out exactly remain bytes
 // (remain < 0: until EOF) and turns an early end into an error.
@@ -255,6 +247,7 @@ type body struct {
 	// (a 200 of unknown length).
 	eofOK bool
 	err   error
+	ver   endpoint.Info // the file the bytes come from (Versioned)
 }
 
 func (b *body) Read(p []byte) (int, error) {

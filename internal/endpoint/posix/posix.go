@@ -292,15 +292,18 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	if n < 0 || off+n > fi.Size() {
 		n = fi.Size() - off
 	}
-	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p}, nil
+	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p, ver: infoOf(p, fi)}, nil
 }
 
 // file is an open range of a local file.
 type file struct {
-	f  *os.File
-	sr *io.SectionReader
-	p  string
+	f   *os.File
+	sr  *io.SectionReader
+	p   string
+	ver endpoint.Info // from fstat of the open file (endpoint.Versioned)
 }
+
+func (f *file) Version() endpoint.Info { return f.ver }
 
 func (f *file) Read(b []byte) (int, error) {
 	n, err := f.sr.Read(b)

@@ -43,6 +43,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // Defaults and limits of the s3: options. The limits are S3's own
@@ -466,7 +467,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	timer := time.AfterFunc(e.timeout, func() { cancel(errFirstByte) })
-	body, _, _, err := e.meta.GetObject(rctx, e.bucket, e.key(p), opts)
+	body, oi, hdr, err := e.meta.GetObject(rctx, e.bucket, e.key(p), opts)
 	timedOut := !timer.Stop()
 	if err != nil {
 		cancel(nil)
@@ -490,7 +491,17 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 		cancel(nil)
 		return nil, fmt.Errorf("s3: open %q: %w: %w", p, endpoint.ErrUnavailable, errFirstByte)
 	}
-	return &reader{body: body, cancel: cancel, path: p}, nil
+	// What the answer says of the object (endpoint.Versioned): a ranged
+	// answer's ObjectInfo.Size is the range's length, the whole object's
+	// is in the Content-Range total.
+	ver := endpoint.Info{Size: oi.Size, ETag: strings.Trim(oi.ETag, `"`), ModTime: oi.LastModified}
+	if cr := hdr.Get("Content-Range"); cr != "" {
+		ver.Size = -1
+		if _, _, total, ok := httpx.ParseContentRange(cr); ok {
+			ver.Size = total
+		}
+	}
+	return &reader{body: body, cancel: cancel, path: p, ver: ver}, nil
 }
 
 // openEmpty checks that p is a file and off is not past its end, and
@@ -514,7 +525,10 @@ type reader struct {
 	body   io.ReadCloser
 	cancel context.CancelCauseFunc
 	path   string
+	ver    endpoint.Info
 }
+
+func (r *reader) Version() endpoint.Info { return r.ver }
 
 func (r *reader) Read(b []byte) (int, error) {
 	n, err := r.body.Read(b)

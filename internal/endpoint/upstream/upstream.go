@@ -34,6 +34,12 @@ import (
 // HopsHeader carries how many federators a request has passed through.
 const HopsHeader = "X-Lakefed-Hops"
 
+// PathUnavailableHeader marks a federator's 503 that is about one path
+// (every endpoint that could hold it is down or did not answer), not
+// about the federator itself: the federator answered. Its value names
+// the endpoints that failed.
+const PathUnavailableHeader = "X-Lakefed-Path-Unavailable"
+
 // DirType is the Content-Type a lakefed federator gives a directory on
 // HEAD (the convention of Apache mod_dav and others).
 const DirType = "httpd/unix-directory"
@@ -153,6 +159,8 @@ func statusErr(op, p string, resp *http.Response) error {
 		class = endpoint.ErrNotFound
 	case resp.StatusCode == http.StatusMethodNotAllowed && op == "mkdir":
 		return nil
+	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(PathUnavailableHeader) != "":
+		class = endpoint.ErrPathUnavailable
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		class = endpoint.ErrUnavailable
 	default:
@@ -304,6 +312,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 		cancel()
 		return nil, netErr("open", p, err)
 	}
+	full := resp.ContentLength // of a 200: the whole file
 	switch {
 	case resp.StatusCode == http.StatusPartialContent:
 	case resp.StatusCode == http.StatusOK && off == 0:
@@ -323,7 +332,17 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	if want < 0 {
 		want = resp.ContentLength
 	}
-	return &body{rc: resp.Body, cancel: cancel, want: want, p: p}, nil
+	// The size of the whole file, for endpoint.Versioned. The ETag is
+	// not reported: an upstream federator may serve one path from
+	// replicas whose ETags differ (it never mixes them within one
+	// answer), so only the size can be held against its metadata.
+	total := int64(-1)
+	if resp.StatusCode == http.StatusOK {
+		total = full
+	} else if _, _, t, ok := httpx.ParseContentRange(resp.Header.Get("Content-Range")); ok {
+		total = t
+	}
+	return &body{rc: resp.Body, cancel: cancel, want: want, p: p, total: total}, nil
 }
 
 // body reads a response body and turns a short body into an error.
@@ -333,7 +352,10 @@ type body struct {
 	want   int64 // bytes expected, -1 unknown
 	got    int64
 	p      string
+	total  int64 // the whole file's size, -1 unknown
 }
+
+func (b *body) Version() endpoint.Info { return endpoint.Info{Size: b.total} }
 
 func (b *body) Read(buf []byte) (int, error) {
 	if b.want >= 0 {

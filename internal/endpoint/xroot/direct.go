@@ -214,7 +214,7 @@ func (e *Endpoint) openDirect(ctx context.Context, p, rp string, off, n int64) (
 		end = off + n
 	}
 	r := &directReader{ctx: ctx, c: c, br: bufio.NewReaderSize(c, 64<<10), fh: fh, p: p,
-		timeout: e.timeout, chunk: e.readChunk, next: off, end: end}
+		timeout: e.timeout, chunk: e.readChunk, next: off, end: end, size: size}
 	r.stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	return r, nil
 }
@@ -235,12 +235,16 @@ type directReader struct {
 	dl      time.Time // when the read deadline was last moved
 
 	next, end int64 // next offset to ask for; where the caller wants to stop
+	size      int64 // the file's size at open (endpoint.Versioned)
 	sid       uint16
 	inflight  []*directReq // asked for, in file order
 	left      int          // bytes of the current frame (for inflight[0]) not yet read
 	err       error        // sticky
 	closed    bool
 }
+
+// Version is the size of the file the open found (kXR_retstat).
+func (r *directReader) Version() endpoint.Info { return endpoint.Info{Size: r.size} }
 
 // directReq is one kXR_read in flight.
 type directReq struct {

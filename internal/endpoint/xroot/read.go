@@ -144,6 +144,9 @@ type reader struct {
 	closed   bool
 }
 
+// Version is the size of the file the open found.
+func (r *reader) Version() endpoint.Info { return endpoint.Info{Size: r.size} }
+
 // chunk is one kXR_read in flight.
 type chunk struct {
 	off  int64

@@ -1,0 +1,62 @@
+package federation
+
+import (
+	"sync"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+)
+
+// staleSet remembers replicas a write through the federator made stale
+// but could not delete (their endpoint was down or is read-only in the
+// federation): the version each held then. A look-up drops such a
+// replica while it still holds that version, so a client reads what it
+// wrote; once the replica changes (repaired, rewritten, deleted) it is
+// forgotten. It is kept in memory only: after a restart the replicas
+// may disagree again, and /api/disagreements shows them.
+type staleSet struct {
+	mu sync.Mutex // guards m
+	m  map[staleKey]endpoint.Info
+}
+
+type staleKey struct{ endpoint, path string }
+
+// maxStale bounds the set; beyond it the oldest marks are not kept
+// (an arbitrary one is dropped: the bound is a safety net, not a cache).
+const maxStale = 100000
+
+func (st *staleSet) mark(ep, p string, info endpoint.Info) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.m == nil {
+		st.m = map[staleKey]endpoint.Info{}
+	}
+	if len(st.m) >= maxStale {
+		for k := range st.m {
+			delete(st.m, k)
+			break
+		}
+	}
+	st.m[staleKey{ep, p}] = info
+}
+
+// isStale reports whether the replica of p on ep, described by info,
+// is a version a write replaced; a replica seen changed is forgotten.
+func (st *staleSet) isStale(ep, p string, info endpoint.Info) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	old, ok := st.m[staleKey{ep, p}]
+	if !ok {
+		return false
+	}
+	if old.Size == info.Size && old.ETag == info.ETag && old.ModTime.Equal(info.ModTime) {
+		return true
+	}
+	delete(st.m, staleKey{ep, p})
+	return false
+}
+
+func (st *staleSet) empty() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.m) == 0
+}
