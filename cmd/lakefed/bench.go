@@ -1,7 +1,7 @@
 package main
 
 // The bench command: the site and scale tests of internal/bench, their
-// results store (internal/bench/store) and its queries. Wiring only.
+// results store (internal/results) and its queries. Wiring only.
 
 import (
 	"context"
@@ -19,10 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lakefed/lakefed/internal/bench"
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // benchCommands are bench's own subcommands, in the order -h lists them.
@@ -65,7 +65,7 @@ func benchMain(ctx context.Context, stdout io.Writer, args []string) error {
 func benchUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: lakefed bench COMMAND [flags] [args]")
 	fmt.Fprintln(w, "\nSite and scale tests against any URL lakefed reads; every run is kept in a")
-	fmt.Fprintln(w, "SQLite results store (--db, $LAKEFED_BENCH_DB, default "+store.DefaultPath()+").")
+	fmt.Fprintln(w, "SQLite results store (--db, $LAKEFED_BENCH_DB, default "+results.DefaultPath()+").")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range benchCommands {
 		fmt.Fprintf(w, "  %-8s %-9s %s\n", c.name, c.args, c.summary)
@@ -91,7 +91,7 @@ type benchFlags struct {
 
 func (bf *benchFlags) register(fs *flag.FlagSet, classified bool) {
 	bf.cf.register(fs)
-	fs.StringVar(&bf.db, "db", "", "results database `path` (default $LAKEFED_BENCH_DB or "+store.DefaultPath()+")")
+	fs.StringVar(&bf.db, "db", "", "results database `path` (default $LAKEFED_BENCH_DB or "+results.DefaultPath()+")")
 	fs.BoolVar(&bf.noStore, "no-store", false, "do not record the run in the results store")
 	fs.BoolVar(&bf.jsonOut, "json", false, "print the result as JSON instead of a table")
 	fs.Float64Var(&bf.speed, "speed", 1, "divide every period and duration by this `factor` (rates rise by it)")
@@ -169,7 +169,7 @@ func storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // runRecord is a run's row in the results store; nil with --no-store.
 type runRecord struct {
-	st *store.Store
+	st *results.Store
 	id int64
 }
 
@@ -241,12 +241,12 @@ func (bf *benchFlags) target(ctx context.Context, rawURL string) (*bench.Target,
 	return t, nil
 }
 
-func (bf *benchFlags) openStore(ctx context.Context) (*store.Store, error) {
+func (bf *benchFlags) openStore(ctx context.Context) (*results.Store, error) {
 	p := bf.db
 	if p == "" {
-		p = store.DefaultPath()
+		p = results.DefaultPath()
 	}
-	return store.Open(ctx, p)
+	return results.Open(ctx, p)
 }
 
 // finish classifies res, records it in rec and prints it. An
@@ -470,20 +470,20 @@ func orNone(s string) string {
 
 // storeFlags are the flags of the store commands.
 func storeFlags(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "results database `path` (default $LAKEFED_BENCH_DB or "+store.DefaultPath()+")")
+	return fs.String("db", "", "results database `path` (default $LAKEFED_BENCH_DB or "+results.DefaultPath()+")")
 }
 
-func openStoreAt(ctx context.Context, p string) (*store.Store, error) {
+func openStoreAt(ctx context.Context, p string) (*results.Store, error) {
 	if p == "" {
-		p = store.DefaultPath()
+		p = results.DefaultPath()
 	}
-	return store.Open(ctx, p)
+	return results.Open(ctx, p)
 }
 
 func benchList(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("bench list", "\n\nLists stored runs, newest first.\n\nFlags:")
 	db := storeFlags(fs)
-	var f store.Filter
+	var f results.Filter
 	fs.StringVar(&f.Kind, "kind", "", "only runs of this test (io, open, read, root)")
 	fs.StringVar(&f.Site, "site", "", "only runs at this site")
 	fs.IntVar(&f.Limit, "n", 50, "at most this many runs")
@@ -505,7 +505,7 @@ func benchList(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	if *jsonOut {
 		if runs == nil {
-			runs = []store.Run{}
+			runs = []results.Run{}
 		}
 		return json.NewEncoder(stdout).Encode(runs)
 	}
@@ -529,7 +529,7 @@ func parseIDs(fs *flag.FlagSet, cmd string, min, max int) ([]int64, error) {
 
 // notFound turns the store's "no such run" into the not-found exit code.
 func notFound(err error) error {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, results.ErrNotFound) {
 		return fmt.Errorf("%w: %w", err, endpoint.ErrNotFound)
 	}
 	return err
@@ -561,8 +561,8 @@ func benchShow(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	if *jsonOut {
 		return json.NewEncoder(stdout).Encode(struct {
-			Run   store.Run    `json:"run"`
-			Steps []store.Step `json:"steps"`
+			Run   results.Run    `json:"run"`
+			Steps []results.Step `json:"steps"`
 		}{run, steps})
 	}
 	return bench.WriteRun(stdout, run, steps)
@@ -583,7 +583,7 @@ func benchCompare(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer st.Close()
-	var runs []store.Run
+	var runs []results.Run
 	for _, id := range ids {
 		r, err := st.Get(ctx, id)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // TestBenchInterrupted: a bench run is in the store from its start
@@ -77,7 +77,7 @@ func TestBenchInterrupted(t *testing.T) {
 		t.Fatal("bench open did not stop within 30s of its interruption")
 	}
 
-	st, err := store.Open(t.Context(), db)
+	st, err := results.Open(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +87,11 @@ func TestBenchInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	samples, err := st.Samples(t.Context(), n, store.SampleFilter{})
+	samples, err := st.Samples(t.Context(), n, results.SampleFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Status != store.StatusInterrupted || len(samples) == 0 || run.Ended.IsZero() {
+	if run.Status != results.StatusInterrupted || len(samples) == 0 || run.Ended.IsZero() {
 		t.Errorf("stored run: status %q, %d samples, ended %v; want interrupted, >0 samples, ended", run.Status, len(samples), run.Ended)
 	}
 	var b bytes.Buffer
@@ -114,7 +114,7 @@ func onlyRunID(t *testing.T, db string) string {
 	if err := benchMain(t.Context(), &b, []string{"list", "--db", db, "--json"}); err != nil {
 		t.Fatalf("bench list during the run: %v", err)
 	}
-	var runs []store.Run
+	var runs []results.Run
 	if err := json.Unmarshal(b.Bytes(), &runs); err != nil || len(runs) != 1 {
 		t.Fatalf("bench list during the run = %s (%v), want one run", b.String(), err)
 	}

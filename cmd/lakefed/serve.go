@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/schedule"
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/sitetest"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/web"
 )
@@ -126,7 +126,7 @@ func runServe(ctx context.Context, args []string) error {
 			}()
 			var tests web.TestStatus
 			if cfg.Tests != nil {
-				sched, err := schedule.New(schedule.Options{Config: *cfg.Tests, Targets: schedule.FederatorTargets(fed),
+				sched, err := sitetest.New(sitetest.Options{Config: *cfg.Tests, Targets: sitetest.FederatorTargets(fed),
 					Store: st, Excluder: fed, Registerer: fed.Registry(), Log: log})
 				if err != nil {
 					return err
@@ -197,12 +197,12 @@ func runServe(ctx context.Context, args []string) error {
 // scheduled tests write: tests.db, else the bench default. A store that
 // cannot be opened costs the dashboard and the tests, not the federator:
 // it is logged and nil returned.
-func openResults(ctx context.Context, cfg *config.Config, log *slog.Logger) *store.Store {
-	path := store.DefaultPath()
+func openResults(ctx context.Context, cfg *config.Config, log *slog.Logger) *results.Store {
+	path := results.DefaultPath()
 	if cfg.Tests != nil && cfg.Tests.DB != "" {
 		path = cfg.Tests.DB
 	}
-	st, err := store.Open(ctx, path)
+	st, err := results.Open(ctx, path)
 	if err != nil {
 		log.Error("no dashboard and no scheduled tests: cannot open the results store", "path", path, "err", err)
 		return nil

@@ -28,7 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // Root is the directory under a target's base URL that holds every test
@@ -98,9 +98,9 @@ type Result struct {
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended"`
 	// Steps are the ramp's stages (open and read tests).
-	Steps []store.Step `json:"steps,omitempty"`
+	Steps []results.Step `json:"steps,omitempty"`
 	// Samples are the operations, at most Common.MaxSamples of them.
-	Samples []store.Sample `json:"-"`
+	Samples []results.Sample `json:"-"`
 	// Summary is the kind's summary: *IOSummary, *OpenSummary,
 	// *ReadSummary or *ROOTSummary.
 	Summary any `json:"summary"`
@@ -182,7 +182,7 @@ type pacedOp func(ctx context.Context, job, n int) (int64, error)
 
 // jobRecord is what one job saw.
 type jobRecord struct {
-	samples []store.Sample
+	samples []results.Sample
 	missed  []float64 // start times (s) of ticks skipped because the job was late
 }
 
@@ -232,7 +232,7 @@ func runPaced(ctx context.Context, c *Common, kind string, plan []stepPlan, peri
 					cnt.fails.Add(1)
 				}
 				if len(rec.samples) < perJob {
-					s := store.Sample{T: next.Seconds(), Kind: kind, Job: j, Value: d.Seconds(), Bytes: b, OK: err == nil}
+					s := results.Sample{T: next.Seconds(), Kind: kind, Job: j, Value: d.Seconds(), Bytes: b, OK: err == nil}
 					if err != nil {
 						s.Err = err.Error()
 					}
@@ -298,8 +298,8 @@ func slope(x, y []float64) (float64, bool) {
 // gives a stage's expected rate from its job count; byteRate says whether
 // rates count bytes (read tests) or operations.
 func aggregateSteps(plan []stepPlan, recs []jobRecord, period time.Duration, expected func(jobs int) float64,
-	byteRate bool) []store.Step {
-	out := make([]store.Step, len(plan))
+	byteRate bool) []results.Step {
+	out := make([]results.Step, len(plan))
 	durs := make([][]float64, len(plan))
 	busy := make([]float64, len(plan))
 	bytes := make([]float64, len(plan))
@@ -366,16 +366,16 @@ func aggregateSteps(plan []stepPlan, recs []jobRecord, period time.Duration, exp
 }
 
 // flatten concatenates the jobs' samples in time order.
-func flatten(recs []jobRecord) []store.Sample {
+func flatten(recs []jobRecord) []results.Sample {
 	n := 0
 	for _, r := range recs {
 		n += len(r.samples)
 	}
-	out := make([]store.Sample, 0, n)
+	out := make([]results.Sample, 0, n)
 	for _, r := range recs {
 		out = append(out, r.samples...)
 	}
-	slices.SortStableFunc(out, func(a, b store.Sample) int {
+	slices.SortStableFunc(out, func(a, b results.Sample) int {
 		switch {
 		case a.T < b.T:
 			return -1

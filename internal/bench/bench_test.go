@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // memServer is a small storage server for the tests: GET/HEAD with
@@ -349,9 +349,9 @@ func TestStoreRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	_, srv := newMemServer(t)
 	tg := newTarget(t, srv.URL+"/", "")
-	st, err := store.Open(ctx, t.TempDir()+"/bench.db")
+	st, err := results.Open(ctx, t.TempDir()+"/bench.db")
 	if err != nil {
-		t.Fatalf("store.Open = %v", err)
+		t.Fatalf("results.Open = %v", err)
 	}
 	defer st.Close()
 
@@ -371,10 +371,10 @@ func TestStoreRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Get(%d) = %v", id, err)
 		}
-		if got.Kind != "open" || got.Classification != v.Class || got.Status != store.StatusDone || got.Label != "round trip" {
+		if got.Kind != "open" || got.Classification != v.Class || got.Status != results.StatusDone || got.Label != "round trip" {
 			t.Errorf("Get(%d) = %+v", id, got)
 		}
-		n, _ := st.Samples(ctx, id, store.SampleFilter{})
+		n, _ := st.Samples(ctx, id, results.SampleFilter{})
 		if len(n) != len(res.Samples) {
 			t.Errorf("stored %d samples, want %d", len(n), len(res.Samples))
 		}
@@ -384,7 +384,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		}
 	}
 
-	runs, err := st.List(ctx, store.Filter{Kind: "open"})
+	runs, err := st.List(ctx, results.Filter{Kind: "open"})
 	if err != nil || len(runs) != 2 || runs[0].ID != ids[1] {
 		t.Fatalf("List = %v, %v; want both runs, newest first", runs, err)
 	}
@@ -407,9 +407,9 @@ func TestStoreRoundTrip(t *testing.T) {
 		t.Fatalf("Export json = %v", err)
 	}
 	var doc struct {
-		Run     store.Run      `json:"run"`
-		Steps   []store.Step   `json:"steps"`
-		Samples []store.Sample `json:"samples"`
+		Run     results.Run      `json:"run"`
+		Steps   []results.Step   `json:"steps"`
+		Samples []results.Sample `json:"samples"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("export json does not parse: %v", err)

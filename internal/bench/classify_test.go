@@ -5,19 +5,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // ramp returns stages with the given expected and observed rates.
-func ramp(exp, obs []float64) []store.Step {
-	out := make([]store.Step, len(exp))
+func ramp(exp, obs []float64) []results.Step {
+	out := make([]results.Step, len(exp))
 	for i := range exp {
-		out[i] = store.Step{Index: i, Expected: exp[i], Observed: obs[i]}
+		out[i] = results.Step{Index: i, Expected: exp[i], Observed: obs[i]}
 	}
 	return out
 }
 
-func openResult(speed, maxRate, fail float64, steps []store.Step) *Result {
+func openResult(speed, maxRate, fail float64, steps []results.Step) *Result {
 	s := &OpenSummary{Speed: speed, MaxObservedRate: maxRate, FailFrac: fail}
 	var xs, ys []float64
 	for _, st := range steps {
@@ -123,8 +123,8 @@ func TestAggregateSustained(t *testing.T) {
 	plan := []stepPlan{{0, 10 * time.Second, 2}}
 	period := time.Second
 	recs := []jobRecord{
-		{samples: []store.Sample{{T: 0, OK: true, Value: 0.1, Bytes: 10}, {T: 1, OK: true, Value: 0.1, Bytes: 10}}},
-		{samples: []store.Sample{{T: 0, OK: true, Value: 2, Bytes: 10}}, missed: []float64{1}}, // overran
+		{samples: []results.Sample{{T: 0, OK: true, Value: 0.1, Bytes: 10}, {T: 1, OK: true, Value: 0.1, Bytes: 10}}},
+		{samples: []results.Sample{{T: 0, OK: true, Value: 2, Bytes: 10}}, missed: []float64{1}}, // overran
 	}
 	st := aggregateSteps(plan, recs, period, func(j int) float64 { return float64(j) * 10 }, true)[0]
 	if st.Sustained != 1 || st.Ops != 3 || st.Observed != 3 {

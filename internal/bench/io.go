@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // IOOptions shape the IO test (the Dynafed study's IO benchmark).
@@ -108,7 +108,7 @@ func IO(ctx context.Context, t *Target, o IOOptions) (*Result, error) {
 	}
 	s.WriteTime, s.WriteRate = wd.Seconds(), float64(o.Size)/wd.Seconds()
 	s.Adler32 = fmt.Sprintf("%08x", cur.Load().h.Sum32())
-	res.Samples = append(res.Samples, store.Sample{T: t0.Sub(res.Started).Seconds(), Kind: "write",
+	res.Samples = append(res.Samples, results.Sample{T: t0.Sub(res.Started).Seconds(), Kind: "write",
 		Value: wd.Seconds(), Bytes: o.Size, OK: true})
 
 	moved.Store(0)
@@ -141,7 +141,7 @@ func IO(ctx context.Context, t *Target, o IOOptions) (*Result, error) {
 	default:
 		s.Verified = true
 	}
-	res.Samples = append(res.Samples, store.Sample{T: t1.Sub(res.Started).Seconds(), Kind: "read",
+	res.Samples = append(res.Samples, results.Sample{T: t1.Sub(res.Started).Seconds(), Kind: "read",
 		Value: rd.Seconds(), Bytes: n, OK: s.Verified, Err: s.Error})
 	res.Ended = time.Now()
 	return res, nil

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // formatBytes renders n bytes with a binary unit ("2.5 MiB").
@@ -32,7 +32,7 @@ func ms(s float64) string { return fmt.Sprintf("%.3g ms", s*1000) }
 
 // Save stores res and its verdict in st as a finished run and returns
 // the run's ID.
-func Save(ctx context.Context, st *store.Store, res *Result, v Verdict, label string) (int64, error) {
+func Save(ctx context.Context, st *results.Store, res *Result, v Verdict, label string) (int64, error) {
 	id, err := Begin(ctx, st, res.Kind, res.Target, res.Site, res.Params, res.Started, label)
 	if err != nil {
 		return 0, err
@@ -43,29 +43,29 @@ func Save(ctx context.Context, st *store.Store, res *Result, v Verdict, label st
 // Begin records the start of a run (status running), so that it can be
 // listed, shown and exported while it runs, and returns its ID for
 // Record or RecordFailure. site "" means the target's host.
-func Begin(ctx context.Context, st *store.Store, kind, target, site string, params any, started time.Time,
+func Begin(ctx context.Context, st *results.Store, kind, target, site string, params any, started time.Time,
 	label string) (int64, error) {
 	if site == "" {
 		site = hostOf(target)
 	}
-	return st.CreateRun(ctx, &store.Run{Kind: kind, Target: target, Site: site, Label: label,
+	return st.CreateRun(ctx, &results.Run{Kind: kind, Target: target, Site: site, Label: label,
 		Params: marshalParams(params), Started: started})
 }
 
 // Record finishes run id (from Begin) with res and its verdict: done, or
 // interrupted when res was, with the samples it has either way.
-func Record(ctx context.Context, st *store.Store, id int64, res *Result, v Verdict) error {
+func Record(ctx context.Context, st *results.Store, id int64, res *Result, v Verdict) error {
 	if err := st.SetSteps(ctx, id, res.Steps); err != nil {
 		return err
 	}
 	if err := st.AddSamples(ctx, id, res.Samples); err != nil {
 		return err
 	}
-	status := store.StatusDone
+	status := results.StatusDone
 	if res.Canceled {
-		status = store.StatusInterrupted
+		status = results.StatusInterrupted
 	}
-	return st.FinishRun(ctx, id, store.Finish{Status: status, Classification: v.Class, Reasons: v.Reasons,
+	return st.FinishRun(ctx, id, results.Finish{Status: status, Classification: v.Class, Reasons: v.Reasons,
 		Summary: res.Summary, Ended: res.Ended, Params: marshalParams(res.Params)})
 }
 
@@ -73,10 +73,10 @@ func Record(ctx context.Context, st *store.Store, id int64, res *Result, v Verdi
 // complete, so the site's history shows it: failed ("to debug") when the
 // target did not answer, interrupted when interrupted is set (the error
 // is then the interruption, not the site's).
-func RecordFailure(ctx context.Context, st *store.Store, id int64, runErr error, interrupted bool) error {
-	f := store.Finish{Status: store.StatusFailed, Classification: ToDebug, Reasons: []string{runErr.Error()}, Error: runErr.Error()}
+func RecordFailure(ctx context.Context, st *results.Store, id int64, runErr error, interrupted bool) error {
+	f := results.Finish{Status: results.StatusFailed, Classification: ToDebug, Reasons: []string{runErr.Error()}, Error: runErr.Error()}
 	if interrupted {
-		f = store.Finish{Status: store.StatusInterrupted, Error: runErr.Error()}
+		f = results.Finish{Status: results.StatusInterrupted, Error: runErr.Error()}
 	}
 	return st.FinishRun(ctx, id, f)
 }
@@ -174,7 +174,7 @@ func orDash(s string) string {
 }
 
 // WriteSteps prints the stages of a ramped test as a table.
-func WriteSteps(w io.Writer, kind string, steps []store.Step) error {
+func WriteSteps(w io.Writer, kind string, steps []results.Step) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	if kind == "read" {
 		fmt.Fprintln(tw, "step\tt (s)\tjobs\texpected\tobserved\treads\tfailed\tmean\tp90\tio wait\tsustained\t")
@@ -219,7 +219,7 @@ func DecodeSummary(kind string, raw json.RawMessage) any {
 
 // WriteRun prints a stored run: what WriteSummary printed when it ran,
 // plus its ID, label, status and parameters.
-func WriteRun(w io.Writer, run store.Run, steps []store.Step) error {
+func WriteRun(w io.Writer, run results.Run, steps []results.Step) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k string, f string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(f, a...)) }
 	row("run", "%d", run.ID)
@@ -256,7 +256,7 @@ func WriteRun(w io.Writer, run store.Run, steps []store.Step) error {
 }
 
 // WriteList prints runs one a line.
-func WriteList(w io.Writer, runs []store.Run) error {
+func WriteList(w io.Writer, runs []results.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTARTED\tKIND\tSITE\tSTATUS\tCLASS\tHEADLINE\tTARGET")
 	for _, r := range runs {
@@ -267,7 +267,7 @@ func WriteList(w io.Writer, runs []store.Run) error {
 }
 
 // headline is a run's main figure in a few words.
-func headline(r store.Run) string {
+func headline(r results.Run) string {
 	switch s := DecodeSummary(r.Kind, r.Summary).(type) {
 	case *OpenSummary:
 		return fmt.Sprintf("%.1f/%.1f Hz, %.1f%% failed", s.ObservedRate, s.ExpectedRate, 100*s.FailFrac)
@@ -291,20 +291,20 @@ var compareFields = map[string][]string{
 
 // WriteCompare prints runs side by side: one column per run, one row per
 // figure (the union of the runs' kinds' figures).
-func WriteCompare(w io.Writer, runs []store.Run) error {
+func WriteCompare(w io.Writer, runs []results.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	cells := func(k string, f func(store.Run) string) {
+	cells := func(k string, f func(results.Run) string) {
 		fmt.Fprint(tw, k)
 		for _, r := range runs {
 			fmt.Fprint(tw, "\t", f(r))
 		}
 		fmt.Fprintln(tw)
 	}
-	cells("run", func(r store.Run) string { return strconv.FormatInt(r.ID, 10) })
-	cells("test", func(r store.Run) string { return r.Kind })
-	cells("site", func(r store.Run) string { return r.Site })
-	cells("started", func(r store.Run) string { return r.Started.Local().Format("01-02 15:04:05") })
-	cells("class", func(r store.Run) string { return orDash(r.Classification) })
+	cells("run", func(r results.Run) string { return strconv.FormatInt(r.ID, 10) })
+	cells("test", func(r results.Run) string { return r.Kind })
+	cells("site", func(r results.Run) string { return r.Site })
+	cells("started", func(r results.Run) string { return r.Started.Local().Format("01-02 15:04:05") })
+	cells("class", func(r results.Run) string { return orDash(r.Classification) })
 	sums := make([]map[string]any, len(runs))
 	seen := map[string]bool{}
 	var fields []string
@@ -345,7 +345,7 @@ func formatValue(v any) string {
 // Export writes run id of st as JSON (the run, its steps and samples in
 // one document) or CSV (one row per sample, with a header; steps are in
 // the JSON form only).
-func Export(ctx context.Context, st *store.Store, id int64, format string, w io.Writer) error {
+func Export(ctx context.Context, st *results.Store, id int64, format string, w io.Writer) error {
 	run, err := st.Get(ctx, id)
 	if err != nil {
 		return err
@@ -367,7 +367,7 @@ func Export(ctx context.Context, st *store.Store, id int64, format string, w io.
 			return err
 		}
 		first := true
-		err = st.EachSample(ctx, id, store.SampleFilter{}, func(s store.Sample) error {
+		err = st.EachSample(ctx, id, results.SampleFilter{}, func(s results.Sample) error {
 			b, _ := json.Marshal(s)
 			if !first {
 				if _, err := io.WriteString(w, ","); err != nil {
@@ -387,7 +387,7 @@ func Export(ctx context.Context, st *store.Store, id int64, format string, w io.
 		cw := csv.NewWriter(w)
 		cw.Write([]string{"run_id", "t", "kind", "job", "value", "bytes", "ok", "err"})
 		idStr := strconv.FormatInt(id, 10)
-		err := st.EachSample(ctx, id, store.SampleFilter{}, func(s store.Sample) error {
+		err := st.EachSample(ctx, id, results.SampleFilter{}, func(s results.Sample) error {
 			return cw.Write([]string{idStr, strconv.FormatFloat(s.T, 'f', -1, 64), s.Kind, strconv.Itoa(s.Job),
 				strconv.FormatFloat(s.Value, 'g', -1, 64), strconv.FormatInt(s.Bytes, 10), strconv.FormatBool(s.OK), s.Err})
 		})

@@ -15,8 +15,8 @@ import (
 	"go-hep.org/x/hep/groot/riofs"
 	"go-hep.org/x/hep/groot/rtree"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // ROOTOptions shape the ROOT read test.
@@ -130,7 +130,7 @@ func ROOT(ctx context.Context, t *Target, o ROOTOptions) (*Result, error) {
 		return nil, fmt.Errorf("bench: root: no branch %q in %s", o.Branch, o.Tree)
 	}
 	s.OpenTime = time.Since(t0).Seconds()
-	res.Samples = append(res.Samples, store.Sample{T: t0.Sub(res.Started).Seconds(), Kind: "root-open",
+	res.Samples = append(res.Samples, results.Sample{T: t0.Sub(res.Started).Seconds(), Kind: "root-open",
 		Value: s.OpenTime, OK: true})
 
 	mu.Lock()
@@ -149,7 +149,7 @@ func ROOT(ctx context.Context, t *Target, o ROOTOptions) (*Result, error) {
 		return nil, fmt.Errorf("bench: root: read %s: %w", o.Branch, err)
 	}
 	s.ReadTime = time.Since(t1).Seconds()
-	res.Samples = append(res.Samples, store.Sample{T: t1.Sub(res.Started).Seconds(), Kind: "root-read",
+	res.Samples = append(res.Samples, results.Sample{T: t1.Sub(res.Started).Seconds(), Kind: "root-read",
 		Value: s.ReadTime, OK: true})
 
 	rr.mu.Lock()
@@ -292,7 +292,7 @@ type rangeReader struct {
 	pos         int64      // for Read
 	readerCalls int
 	sizes       []int64 // bytes of each request sent
-	samples     []store.Sample
+	samples     []results.Sample
 }
 
 type plannedSpan struct {
@@ -357,7 +357,7 @@ func (b *batch) fetch(r *rangeReader) {
 }
 
 func (r *rangeReader) record(t0 time.Time, kind string, n int64, err error) {
-	s := store.Sample{T: t0.Sub(r.start).Seconds(), Kind: kind, Value: time.Since(t0).Seconds(), Bytes: n, OK: err == nil}
+	s := results.Sample{T: t0.Sub(r.start).Seconds(), Kind: kind, Value: time.Since(t0).Seconds(), Bytes: n, OK: err == nil}
 	if err != nil {
 		s.Err = err.Error()
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // Tests configures the scheduled functional tests (package
-// internal/bench/schedule): every Interval, each federated endpoint is
+// internal/sitetest): every Interval, each federated endpoint is
 // asked to stat and read a small probe file (and, when WriteTest is set and
 // the endpoint is writable, to write, read back and delete a file), under
 // a load budget per site so testing never hammers a site. Results go to

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/bench"
-	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // benchLabel is the label of the demo's benchmark runs in the store.
@@ -84,15 +84,15 @@ func headline(res *bench.Result) string {
 }
 
 // BenchRuns returns the runs the demo's benchmark stored, newest first.
-func (d *Demo) BenchRuns(ctx context.Context) ([]store.Run, error) {
+func (d *Demo) BenchRuns(ctx context.Context) ([]results.Run, error) {
 	if d.Store == nil {
 		return nil, errors.New("demo: no results store")
 	}
-	runs, err := d.Store.List(ctx, store.Filter{Limit: 100})
+	runs, err := d.Store.List(ctx, results.Filter{Limit: 100})
 	if err != nil {
 		return nil, err
 	}
-	var mine []store.Run
+	var mine []results.Run
 	for _, r := range runs {
 		if r.Label == benchLabel {
 			mine = append(mine, r)

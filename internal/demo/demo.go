@@ -33,9 +33,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/results"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/web"
 )
@@ -126,7 +126,7 @@ type Demo struct {
 	// Federator is the running federator.
 	Federator *federation.Federator
 	// Store is the results store at DBPath, open until Stop.
-	Store *store.Store
+	Store *results.Store
 
 	opts        Options
 	parent      context.Context
@@ -252,7 +252,7 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	}
 
 	d.DBPath = filepath.Join(d.Dir, "bench.db")
-	if d.Store, err = store.Open(srvCtx, d.DBPath); err != nil {
+	if d.Store, err = results.Open(srvCtx, d.DBPath); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // quiet is a logger that drops everything.
@@ -292,12 +292,12 @@ func TestDashboardMounted(t *testing.T) {
 		}
 	}
 	// A run stored in the demo's store shows in the dashboard's API.
-	id, err := d.Store.CreateRun(context.Background(), &store.Run{Kind: "open", Target: d.FederatorURL + "/", Site: "demo-test"})
+	id, err := d.Store.CreateRun(context.Background(), &results.Run{Kind: "open", Target: d.FederatorURL + "/", Site: "demo-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, body = get(t, noRedirect, http.MethodGet, d.FederatorURL+"/ui/api/runs")
-	var runs []store.Run
+	var runs []results.Run
 	if err := json.Unmarshal(body, &runs); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /ui/api/runs = %s, %v:\n%s", resp.Status, err, body)
 	}

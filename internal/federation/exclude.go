@@ -7,7 +7,7 @@ import (
 )
 
 // TestTarget is one federated endpoint as the scheduled functional tests
-// (package internal/bench/schedule) see it: the federator's own endpoint
+// (package internal/sitetest) see it: the federator's own endpoint
 // instance, so tests use the same connections, credentials and path
 // mapping as client requests do.
 type TestTarget struct {

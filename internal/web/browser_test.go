@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/bench"
-	"github.com/lakefed/lakefed/internal/bench/schedule"
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/sitetest"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/storage/storagetest"
 	"github.com/lakefed/lakefed/internal/testenv"
@@ -54,11 +54,11 @@ func startStorage(t *testing.T) string {
 // benchSetup runs short open and read tests against a storage role,
 // directly and through a federator, saves them to a store, and serves the
 // federator with the dashboard mounted at /ui as lakefed serve does.
-func benchSetup(t *testing.T) (base string, st *store.Store) {
+func benchSetup(t *testing.T) (base string, st *results.Store) {
 	t.Helper()
 	ctx := t.Context()
 	siteURL := startStorage(t)
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "bench.db"))
+	st, err := results.Open(ctx, filepath.Join(t.TempDir(), "bench.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +75,8 @@ func benchSetup(t *testing.T) (base string, st *store.Store) {
 		t.Fatalf("federation.New = %v", err)
 	}
 	t.Cleanup(func() { fed.Close() })
-	sched, err := schedule.New(schedule.Options{Config: config.Tests{WriteTest: true, MaxRequestsPerSecond: 1000},
-		Targets: schedule.FederatorTargets(fed), Store: st, Excluder: fed, Log: quiet})
+	sched, err := sitetest.New(sitetest.Options{Config: config.Tests{WriteTest: true, MaxRequestsPerSecond: 1000},
+		Targets: sitetest.FederatorTargets(fed), Store: st, Excluder: fed, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestBrowser(t *testing.T) {
 	chromium := testenv.Require(t, "chromium")
 	base, st := benchSetup(t)
 
-	runs, err := st.List(t.Context(), store.Filter{Kind: "open"})
+	runs, err := st.List(t.Context(), results.Filter{Kind: "open"})
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("open runs = %d (%v), want 2", len(runs), err)
 	}

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/schedule"
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/sitetest"
 )
 
 // benchKinds are the run kinds the runs table lists (functional runs of
@@ -37,7 +37,7 @@ var funcs = template.FuncMap{
 		}
 		return t.Local().Format("2006-01-02 15:04:05")
 	},
-	"dur": func(r store.Run) string {
+	"dur": func(r results.Run) string {
 		if r.Ended.IsZero() {
 			return "—"
 		}
@@ -69,7 +69,7 @@ func fmtDur(d time.Duration) string {
 }
 
 // summaryMap decodes a run's summary.
-func summaryMap(r store.Run) map[string]any {
+func summaryMap(r results.Run) map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(r.Summary, &m)
 	return m
@@ -83,7 +83,7 @@ func num(m map[string]any, k string) float64 {
 }
 
 // keyFigure is the one number the runs table shows for a run.
-func keyFigure(r store.Run) string {
+func keyFigure(r results.Run) string {
 	m := summaryMap(r)
 	switch r.Kind {
 	case "open":
@@ -106,7 +106,7 @@ func keyFigure(r store.Run) string {
 // protoLabel names the way a run reached its site, for the per-endpoint
 // and per-protocol time series: the protocol from the target's scheme,
 // and "via federator" when a site was pinned through one.
-func protoLabel(r store.Run) string {
+func protoLabel(r results.Run) string {
 	u, err := url.Parse(r.Target)
 	if err != nil {
 		return r.Site
@@ -123,16 +123,16 @@ func protoLabel(r store.Run) string {
 }
 
 // recentBenchRuns lists the newest bench runs of every bench kind.
-func (d *Dashboard) recentBenchRuns(ctx context.Context, n int) ([]store.Run, error) {
-	var all []store.Run
+func (d *Dashboard) recentBenchRuns(ctx context.Context, n int) ([]results.Run, error) {
+	var all []results.Run
 	for _, k := range benchKinds {
-		runs, err := d.o.Store.List(ctx, store.Filter{Kind: k, Limit: n})
+		runs, err := d.o.Store.List(ctx, results.Filter{Kind: k, Limit: n})
 		if err != nil {
 			return nil, err
 		}
 		all = append(all, runs...)
 	}
-	slices.SortFunc(all, func(a, b store.Run) int { return cmp.Compare(b.ID, a.ID) })
+	slices.SortFunc(all, func(a, b results.Run) int { return cmp.Compare(b.ID, a.ID) })
 	if len(all) > n {
 		all = all[:n]
 	}
@@ -141,17 +141,17 @@ func (d *Dashboard) recentBenchRuns(ctx context.Context, n int) ([]store.Run, er
 
 // siteRow is one row of the site table.
 type siteRow struct {
-	store.SiteStatus
-	History []store.Run
+	results.SiteStatus
+	History []results.Run
 }
 
 type overview struct {
 	Now        time.Time
 	Endpoints  []federation.EndpointStatus
 	Excluded   map[string]bool
-	Tests      *schedule.Status
+	Tests      *sitetest.Status
 	Sites      []siteRow
-	Runs       []store.Run
+	Runs       []results.Run
 	Plots      []namedPlot
 	HealthPlot []namedPlot
 }
@@ -182,7 +182,7 @@ func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ov.Sites = append(ov.Sites, siteRow{SiteStatus: s, History: h})
-		if s.Kind == schedule.Kind {
+		if s.Kind == sitetest.Kind {
 			fnSeries = append(fnSeries, functionalSeries(s.Site, h, ov.Now))
 		}
 	}
@@ -214,7 +214,7 @@ func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
 
 // functionalSeries turns a site's functional runs into a latency series
 // (minutes before now, ms).
-func functionalSeries(site string, h []store.Run, now time.Time) series {
+func functionalSeries(site string, h []results.Run, now time.Time) series {
 	s := series{Name: site, Line: true}
 	for _, run := range h {
 		lat := num(summaryMap(run), "latency")
@@ -267,11 +267,11 @@ func (d *Dashboard) healthPlots(fn []series, now time.Time) ([]namedPlot, error)
 // run of kind for each way of reaching a site (protocol and endpoint), as
 // the Dynafed study drew direct WebDAV against the federation against
 // XRootD.
-func (d *Dashboard) protocolSeries(ctx context.Context, runs []store.Run, kind, title string) (namedPlot, error) {
+func (d *Dashboard) protocolSeries(ctx context.Context, runs []results.Run, kind, title string) (namedPlot, error) {
 	seen := map[string]bool{}
 	var ss []series
 	for _, run := range runs {
-		if run.Kind != kind || run.Status == store.StatusFailed {
+		if run.Kind != kind || run.Status == results.StatusFailed {
 			continue
 		}
 		l := protoLabel(run)
@@ -330,19 +330,19 @@ func fmtValue(v any) string {
 }
 
 type runPage struct {
-	Run     store.Run
+	Run     results.Run
 	Summary []kv
 	Params  []kv
-	Steps   []store.Step
+	Steps   []results.Step
 	Plots   []namedPlot
 	Label   string
 }
 
 // runWithSteps loads run id and its ramp stages for a request.
-func (d *Dashboard) runWithSteps(r *http.Request, id int64) (store.Run, []store.Step, error) {
+func (d *Dashboard) runWithSteps(r *http.Request, id int64) (results.Run, []results.Step, error) {
 	run, err := d.o.Store.Get(r.Context(), id)
 	if err != nil {
-		return store.Run{}, nil, err
+		return results.Run{}, nil, err
 	}
 	steps, err := d.o.Store.Steps(r.Context(), id)
 	return run, steps, err
@@ -359,7 +359,7 @@ func (d *Dashboard) serveRun(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	plots, err := d.runPlots(r.Context(), []store.Run{run}, [][]store.Step{steps})
+	plots, err := d.runPlots(r.Context(), []results.Run{run}, [][]results.Step{steps})
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -371,8 +371,8 @@ func (d *Dashboard) serveRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // stepSeries makes one series per run of f(step) against x(step).
-func stepSeries(runs []store.Run, steps [][]store.Step, name func(store.Run) string,
-	x, y func(store.Step) float64, kind string) []series {
+func stepSeries(runs []results.Run, steps [][]results.Step, name func(results.Run) string,
+	x, y func(results.Step) float64, kind string) []series {
 	var out []series
 	for i, run := range runs {
 		if run.Kind != kind {
@@ -390,33 +390,33 @@ func stepSeries(runs []store.Run, steps [][]store.Step, name func(store.Run) str
 
 // runPlots draws the plots of one run, or the overlaid plots of several
 // (compare). Each run is a series named after it.
-func (d *Dashboard) runPlots(ctx context.Context, runs []store.Run, steps [][]store.Step) ([]namedPlot, error) {
-	name := func(r store.Run) string {
+func (d *Dashboard) runPlots(ctx context.Context, runs []results.Run, steps [][]results.Step) ([]namedPlot, error) {
+	name := func(r results.Run) string {
 		if len(runs) == 1 {
 			return ""
 		}
 		return fmt.Sprintf("#%d %s", r.ID, r.Site)
 	}
-	expected := func(s store.Step) float64 { return s.Expected }
-	jobs := func(s store.Step) float64 { return float64(s.Jobs) }
+	expected := func(s results.Step) float64 { return s.Expected }
+	jobs := func(s results.Step) float64 { return float64(s.Jobs) }
 	specs := []plotSpec{
 		{ID: "open-rate", Title: "Observed against expected open rate", XLabel: "expected rate (Hz)",
 			YLabel: "observed rate (Hz)", Diagonal: true,
-			Series: stepSeries(runs, steps, name, expected, func(s store.Step) float64 { return s.Observed }, "open")},
+			Series: stepSeries(runs, steps, name, expected, func(s results.Step) float64 { return s.Observed }, "open")},
 		{ID: "open-failures", Title: "Failure fraction against expected rate", XLabel: "expected rate (Hz)",
 			YLabel: "failed opens (fraction)", YMin0: true,
-			Series: stepSeries(runs, steps, name, expected, func(s store.Step) float64 { return s.FailFrac }, "open")},
+			Series: stepSeries(runs, steps, name, expected, func(s results.Step) float64 { return s.FailFrac }, "open")},
 		{ID: "open-time", Title: "Open time (median) against expected rate", XLabel: "expected rate (Hz)",
 			YLabel: "open time p50 (ms)", YMin0: true,
-			Series: stepSeries(runs, steps, name, expected, func(s store.Step) float64 { return s.P50 * 1000 }, "open")},
+			Series: stepSeries(runs, steps, name, expected, func(s results.Step) float64 { return s.P50 * 1000 }, "open")},
 		{ID: "read-blocktime", Title: "Average block read time against jobs", XLabel: "jobs",
 			YLabel: "mean block read time (s)", YMin0: true,
-			Series: stepSeries(runs, steps, name, jobs, func(s store.Step) float64 { return s.Mean }, "read")},
+			Series: stepSeries(runs, steps, name, jobs, func(s results.Step) float64 { return s.Mean }, "read")},
 		{ID: "read-rate", Title: "Total read rate against jobs", XLabel: "jobs", YLabel: "MB/s", YMin0: true,
 			Series: readRate(runs, steps, name)},
 		{ID: "read-iowait", Title: "Time waiting for I/O against jobs", XLabel: "jobs",
 			YLabel: "fraction of job time", YMin0: true,
-			Series: stepSeries(runs, steps, name, jobs, func(s store.Step) float64 { return s.IOWait }, "read")},
+			Series: stepSeries(runs, steps, name, jobs, func(s results.Step) float64 { return s.IOWait }, "read")},
 	}
 	var out []namedPlot
 	for _, sp := range specs {
@@ -436,7 +436,7 @@ func (d *Dashboard) runPlots(ctx context.Context, runs []store.Run, steps [][]st
 	return append(out, ts...), nil
 }
 
-func readRate(runs []store.Run, steps [][]store.Step, name func(store.Run) string) []series {
+func readRate(runs []results.Run, steps [][]results.Step, name func(results.Run) string) []series {
 	var out []series
 	for i, run := range runs {
 		if run.Kind != "read" {
@@ -455,7 +455,7 @@ func readRate(runs []store.Run, steps [][]store.Step, name func(store.Run) strin
 
 // sampleSeries draws, per sample kind, the operation times against time in
 // the run.
-func (d *Dashboard) sampleSeries(ctx context.Context, runs []store.Run, name func(store.Run) string) ([]namedPlot, error) {
+func (d *Dashboard) sampleSeries(ctx context.Context, runs []results.Run, name func(results.Run) string) ([]namedPlot, error) {
 	byKind := map[string][]series{}
 	var kinds []string
 	for _, run := range runs {
@@ -503,7 +503,7 @@ func (d *Dashboard) sampleSeries(ctx context.Context, runs []store.Run, name fun
 // sampleKinds lists the sample kinds of a run (io, root and functional
 // runs have several), from a bounded look at its samples.
 func (d *Dashboard) sampleKinds(ctx context.Context, id int64) ([]string, error) {
-	ss, err := d.o.Store.Samples(ctx, id, store.SampleFilter{Limit: 2000})
+	ss, err := d.o.Store.Samples(ctx, id, results.SampleFilter{Limit: 2000})
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +534,7 @@ func (d *Dashboard) servePlot(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	plots, err := d.runPlots(r.Context(), []store.Run{run}, [][]store.Step{steps})
+	plots, err := d.runPlots(r.Context(), []results.Run{run}, [][]results.Step{steps})
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -556,7 +556,7 @@ type compareRow struct {
 }
 
 type comparePage struct {
-	Runs  []store.Run
+	Runs  []results.Run
 	Rows  []compareRow
 	Plots []namedPlot
 	IDs   string
@@ -569,8 +569,8 @@ func (d *Dashboard) serveCompare(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var (
-		runs  []store.Run
-		steps [][]store.Step
+		runs  []results.Run
+		steps [][]results.Step
 		sums  []map[string]any
 		keys  []string
 	)
@@ -598,13 +598,13 @@ func (d *Dashboard) serveCompare(w http.ResponseWriter, r *http.Request) {
 	page := comparePage{Runs: runs}
 	fixed := []struct {
 		key string
-		val func(store.Run) string
+		val func(results.Run) string
 	}{
-		{"kind", func(r store.Run) string { return r.Kind }},
-		{"site", func(r store.Run) string { return r.Site }},
+		{"kind", func(r results.Run) string { return r.Kind }},
+		{"site", func(r results.Run) string { return r.Site }},
 		{"route", protoLabel},
-		{"started", func(r store.Run) string { return r.Started.Local().Format("2006-01-02 15:04:05") }},
-		{"classification", func(r store.Run) string { return r.Classification }},
+		{"started", func(r results.Run) string { return r.Started.Local().Format("2006-01-02 15:04:05") }},
+		{"classification", func(r results.Run) string { return r.Classification }},
 	}
 	for _, f := range fixed {
 		row := compareRow{Key: f.key}

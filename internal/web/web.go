@@ -28,24 +28,24 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/schedule"
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/sitetest"
 )
 
 //go:embed templates/*.html static/*
 var assets embed.FS
 
 // TestStatus is what the dashboard reads of the scheduled tests
-// (*schedule.Scheduler implements it).
+// (*sitetest.Scheduler implements it).
 type TestStatus interface {
-	Status() schedule.Status
+	Status() sitetest.Status
 }
 
 // Options configure the dashboard.
 type Options struct {
 	// Store holds the bench runs. Required.
-	Store *store.Store
+	Store *results.Store
 	// Federator, when not nil, gives the endpoint table and, with Run,
 	// the latency history.
 	Federator *federation.Federator
@@ -190,7 +190,7 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &he):
 		http.Error(w, he.msg, he.code)
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, results.ErrNotFound):
 		http.Error(w, "web: "+err.Error(), http.StatusNotFound)
 	default:
 		d.log.ErrorContext(r.Context(), "dashboard request failed", "path", r.URL.Path, "err", err)
@@ -250,7 +250,7 @@ func parseIDs(vals []string) ([]int64, error) {
 }
 
 func (d *Dashboard) apiRuns(w http.ResponseWriter, r *http.Request) {
-	f := store.Filter{Kind: r.URL.Query().Get("kind"), Site: r.URL.Query().Get("site")}
+	f := results.Filter{Kind: r.URL.Query().Get("kind"), Site: r.URL.Query().Get("site")}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -267,9 +267,9 @@ func (d *Dashboard) apiRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, nonNilRuns(runs))
 }
 
-func nonNilRuns(r []store.Run) []store.Run {
+func nonNilRuns(r []results.Run) []results.Run {
 	if r == nil {
-		return []store.Run{}
+		return []results.Run{}
 	}
 	return r
 }
@@ -286,8 +286,8 @@ func (d *Dashboard) apiRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, struct {
-		store.Run
-		Steps []store.Step `json:"steps"`
+		results.Run
+		Steps []results.Step `json:"steps"`
 	}{run, steps})
 }
 
@@ -298,7 +298,7 @@ func (d *Dashboard) apiSites(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sites == nil {
-		sites = []store.SiteStatus{}
+		sites = []results.SiteStatus{}
 	}
 	writeJSON(w, sites)
 }
@@ -308,7 +308,7 @@ func (d *Dashboard) apiSites(w http.ResponseWriter, r *http.Request) {
 type endpointsJSON struct {
 	Endpoints []federation.EndpointStatus `json:"endpoints"`
 	History   map[string][]historyPoint   `json:"history"`
-	Tests     *schedule.Status            `json:"tests,omitempty"`
+	Tests     *sitetest.Status            `json:"tests,omitempty"`
 }
 
 type historyPoint struct {

@@ -13,18 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/bench/schedule"
-	"github.com/lakefed/lakefed/internal/bench/store"
+	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/sitetest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
 
 // seed writes an open run, a read run and two functional runs.
-func seed(t *testing.T, st *store.Store) (openID, readID int64) {
+func seed(t *testing.T, st *results.Store) (openID, readID int64) {
 	t.Helper()
 	ctx := context.Background()
-	mk := func(kind, target, site, class string, summary any, steps []store.Step, samples []store.Sample) int64 {
-		id, err := st.CreateRun(ctx, &store.Run{Kind: kind, Target: target, Site: site, Started: time.Now().Add(-time.Minute)})
+	mk := func(kind, target, site, class string, summary any, steps []results.Step, samples []results.Sample) int64 {
+		id, err := st.CreateRun(ctx, &results.Run{Kind: kind, Target: target, Site: site, Started: time.Now().Add(-time.Minute)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,20 +34,20 @@ func seed(t *testing.T, st *store.Store) (openID, readID int64) {
 		if err := st.AddSamples(ctx, id, samples); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.FinishRun(ctx, id, store.Finish{Status: store.StatusDone, Classification: class, Summary: summary}); err != nil {
+		if err := st.FinishRun(ctx, id, results.Finish{Status: results.StatusDone, Classification: class, Summary: summary}); err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
-	var steps []store.Step
-	var samples []store.Sample
+	var steps []results.Step
+	var samples []results.Sample
 	for i := range 4 {
 		j := 2 * (i + 1)
-		steps = append(steps, store.Step{Index: i, Jobs: j, Expected: float64(j) * 2, Observed: float64(j) * 1.9,
+		steps = append(steps, results.Step{Index: i, Jobs: j, Expected: float64(j) * 2, Observed: float64(j) * 1.9,
 			Ops: 10, FailFrac: 0.01 * float64(i), P50: 0.002, Mean: 0.5, IOWait: 0.1 * float64(i)})
 	}
 	for i := range 30 {
-		samples = append(samples, store.Sample{T: float64(i) / 10, Kind: "open", Value: 0.001 * float64(i%5+1), OK: true})
+		samples = append(samples, results.Sample{T: float64(i) / 10, Kind: "open", Value: 0.001 * float64(i%5+1), OK: true})
 	}
 	openID = mk("open", "http://127.0.0.1:9001/", "127.0.0.1:9001", "ok",
 		map[string]any{"observed_rate": 15.2, "expected_rate": 16, "fail_frac": 0}, steps, samples)
@@ -57,27 +57,27 @@ func seed(t *testing.T, st *store.Store) (openID, readID int64) {
 	readID = mk("read", "http://127.0.0.1:8080/", "site-a", "to debug",
 		map[string]any{"sustained_last": 6, "target_jobs": 8, "mean_block_time": 0.5}, steps, samples)
 	for range 2 {
-		mk(schedule.Kind, "http://127.0.0.1:9001/", "site-a", "ok", map[string]any{"ok": true, "latency": 0.004}, nil,
-			[]store.Sample{{Kind: "stat", Value: 0.004, OK: true}})
+		mk(sitetest.Kind, "http://127.0.0.1:9001/", "site-a", "ok", map[string]any{"ok": true, "latency": 0.004}, nil,
+			[]results.Sample{{Kind: "stat", Value: 0.004, OK: true}})
 	}
 	return openID, readID
 }
 
-type fakeTests struct{ st schedule.Status }
+type fakeTests struct{ st sitetest.Status }
 
-func (f fakeTests) Status() schedule.Status { return f.st }
+func (f fakeTests) Status() sitetest.Status { return f.st }
 
 func newServer(t *testing.T) (*httptest.Server, int64, int64) {
 	t.Helper()
-	st, err := store.Open(context.Background(), ":memory:")
+	st, err := results.Open(context.Background(), ":memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	o, r := seed(t, st)
-	tests := fakeTests{schedule.Status{Rounds: 3, Suspect: true, SuspectWhy: "every endpoint (2) failed",
-		Endpoints: []schedule.EndpointState{{Name: "site-a", Site: "127.0.0.1:9001", Fails: 2,
-			History: []schedule.Point{{T: time.Now(), OK: true}, {T: time.Now(), OK: false}}}}}}
+	tests := fakeTests{sitetest.Status{Rounds: 3, Suspect: true, SuspectWhy: "every endpoint (2) failed",
+		Endpoints: []sitetest.EndpointState{{Name: "site-a", Site: "127.0.0.1:9001", Fails: 2,
+			History: []sitetest.Point{{T: time.Now(), OK: true}, {T: time.Now(), OK: false}}}}}}
 	srv := httptest.NewServer(New(Options{Store: st, Tests: tests, Log: quiet}))
 	t.Cleanup(srv.Close)
 	return srv, o, r
@@ -173,14 +173,14 @@ func TestPlotSVGAndAPI(t *testing.T) {
 		}
 	}
 	_, body = get(t, srv.URL+"/ui/api/runs?kind=open")
-	var runs []store.Run
+	var runs []results.Run
 	if err := json.Unmarshal([]byte(body), &runs); err != nil || len(runs) != 1 || runs[0].ID != openID {
 		t.Errorf("api/runs?kind=open = %s (%v), want run %d", body, err, openID)
 	}
 	_, body = get(t, fmt.Sprintf("%s/ui/api/runs/%d", srv.URL, openID))
 	var one struct {
-		ID    int64        `json:"id"`
-		Steps []store.Step `json:"steps"`
+		ID    int64          `json:"id"`
+		Steps []results.Step `json:"steps"`
 	}
 	if err := json.Unmarshal([]byte(body), &one); err != nil || one.ID != openID || len(one.Steps) != 4 {
 		t.Errorf("api/runs/%d = %s (%v), want 4 steps", openID, body, err)
@@ -191,7 +191,7 @@ func TestPlotSVGAndAPI(t *testing.T) {
 		t.Errorf("api/endpoints = %s (%v), want the tests' status", body, err)
 	}
 	_, body = get(t, srv.URL+"/ui/api/sites")
-	var sites []store.SiteStatus
+	var sites []results.SiteStatus
 	if err := json.Unmarshal([]byte(body), &sites); err != nil || len(sites) != 3 {
 		t.Errorf("api/sites = %s (%v), want 3 (site, kind) rows", body, err)
 	}

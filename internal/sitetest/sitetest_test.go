@@ -1,4 +1,4 @@
-package schedule
+package sitetest
 
 import (
 	"bytes"
@@ -16,10 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // fakeEP is an in-memory endpoint that counts calls, the calls in flight
@@ -188,7 +188,7 @@ func fleet(n int) ([]*fakeEP, []Target) {
 	return eps, ts
 }
 
-func newSched(t *testing.T, cfg config.Tests, ts []Target, x Excluder, reg prometheus.Registerer, st *store.Store) *Scheduler {
+func newSched(t *testing.T, cfg config.Tests, ts []Target, x Excluder, reg prometheus.Registerer, st *results.Store) *Scheduler {
 	t.Helper()
 	s, err := New(Options{Config: cfg, Targets: func() []Target { return ts }, Excluder: x, Registerer: reg,
 		Store: st, Log: quiet})
@@ -200,7 +200,7 @@ func newSched(t *testing.T, cfg config.Tests, ts []Target, x Excluder, reg prome
 
 func TestRoundWritesProbeAndStores(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, ":memory:")
+	st, err := results.Open(ctx, ":memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestRoundWritesProbeAndStores(t *testing.T) {
 	if res[1].Ops[len(res[1].Ops)-1].Name != "stat-dir" {
 		t.Errorf("ops of read-only ep1 = %+v, want it to end with stat-dir", res[1].Ops)
 	}
-	runs, err := st.List(ctx, store.Filter{Kind: Kind})
+	runs, err := st.List(ctx, results.Filter{Kind: Kind})
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("stored runs = %d (%v), want 2", len(runs), err)
 	}

@@ -1,4 +1,4 @@
-// Package schedule runs lakefed's scheduled functional tests: every
+// Package sitetest runs lakefed's scheduled functional tests: every
 // interval, each federated endpoint is asked to stat and read a small
 // probe file (and optionally to write, read back and delete one), under a
 // load budget per site — at most N tests of a site at once and at most R
@@ -18,7 +18,7 @@
 //		Store: st, Excluder: fed, Registerer: fed.Registry(), Log: log})
 //	go s.Run(ctx) // rounds until ctx ends
 //	st := s.Status() // for the dashboard
-package schedule
+package sitetest
 
 import (
 	"bytes"
@@ -36,10 +36,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/lakefed/lakefed/internal/bench/store"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/results"
 )
 
 // Kind is the run kind the scheduled tests store.
@@ -84,7 +84,7 @@ type Options struct {
 	Targets func() []Target
 	// Store receives one run per endpoint test. Nil: results are kept in
 	// memory only (Status).
-	Store *store.Store
+	Store *results.Store
 	// Excluder applies exclusions when Config.ExcludeFailing is set. Nil:
 	// no exclusion (failures are still counted).
 	Excluder Excluder
@@ -431,20 +431,20 @@ func (s *Scheduler) save(ctx context.Context, r *Result) (int64, error) {
 	st := s.opts.Store
 	params := fmt.Appendf(nil, `{"probe_path":%q,"probe_size":%d,"write_test":%v,"interval":%q}`,
 		s.cfg.ProbePath, s.cfg.ProbeSize, s.cfg.WriteTest, s.cfg.Interval.String())
-	run := &store.Run{Kind: Kind, Target: r.URL, Site: r.Name, Params: params, Started: r.Started}
+	run := &results.Run{Kind: Kind, Target: r.URL, Site: r.Name, Params: params, Started: r.Started}
 	id, err := st.CreateRun(ctx, run)
 	if err != nil {
 		return 0, err
 	}
-	samples := make([]store.Sample, 0, len(r.Ops))
+	samples := make([]results.Sample, 0, len(r.Ops))
 	for _, op := range r.Ops {
-		samples = append(samples, store.Sample{T: op.Offset.Seconds(), Kind: op.Name, Value: op.Duration.Seconds(),
+		samples = append(samples, results.Sample{T: op.Offset.Seconds(), Kind: op.Name, Value: op.Duration.Seconds(),
 			Bytes: op.Bytes, OK: op.OK, Err: op.Err})
 	}
 	if err := st.AddSamples(ctx, id, samples); err != nil {
 		return id, err
 	}
-	f := store.Finish{Status: store.StatusDone, Classification: "ok", Ended: r.Started.Add(r.Duration),
+	f := results.Finish{Status: results.StatusDone, Classification: "ok", Ended: r.Started.Add(r.Duration),
 		Summary: map[string]any{"ok": r.OK, "latency": r.Latency.Seconds(), "duration": r.Duration.Seconds(),
 			"ops": len(r.Ops), "site": r.Site}}
 	if !r.OK {

@@ -1,22 +1,22 @@
-// Package store keeps every benchmark run of lakefed bench — its
+// Package results keeps every benchmark run of lakefed bench — its
 // parameters, its per-step aggregates and every sample — in an embedded
 // SQLite database (modernc.org/sqlite, no cgo), so results have a history
 // instead of living in flat text files, and so the dashboard and the
 // scheduled tests can query them.
 //
-//	st, _ := store.Open(ctx, store.DefaultPath())
+//	st, _ := results.Open(ctx, results.DefaultPath())
 //	defer st.Close()
-//	id, _ := st.CreateRun(ctx, &store.Run{Kind: "open", Target: u, Site: "site-a"})
+//	id, _ := st.CreateRun(ctx, &results.Run{Kind: "open", Target: u, Site: "site-a"})
 //	_ = st.AddSamples(ctx, id, samples)
-//	_ = st.FinishRun(ctx, id, store.Finish{Status: store.StatusDone, Classification: "ok"})
-//	runs, _ := st.List(ctx, store.Filter{Site: "site-a", Limit: 20})
+//	_ = st.FinishRun(ctx, id, results.Finish{Status: results.StatusDone, Classification: "ok"})
+//	runs, _ := st.List(ctx, results.Filter{Site: "site-a", Limit: 20})
 //
 // A run is recorded when it starts (status running), so that it can be
 // shown while it runs, and finished as done, interrupted or failed.
 //
 // A Store may be used by many goroutines at once. The database is in WAL
 // mode, so readers (the dashboard) do not block a run that is writing.
-package store
+package results
 
 import (
 	"context"
