@@ -1,0 +1,155 @@
+// Package arch holds tests of the code's shape: which package may import
+// which. It has no code of its own.
+package arch
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/lakefed/lakefed/"
+
+// layers ranks every package tree, lowest first: a package may import
+// packages of a lower rank, and packages of its own tree (the tree is the
+// prefix given here). A new package tree must be given a rank here: the
+// test fails on a package it cannot place. The map is in the README's
+// Architecture section and ../shared/DESIGN.md.
+var layers = []struct {
+	prefix string
+	rank   int
+}{
+	{"internal/httpx", 0},
+	{"internal/endpoint", 1},
+	{"internal/transfer", 2},
+	{"internal/results", 2},
+	{"internal/config", 2},
+	{"internal/storage", 2},
+	{"internal/bench", 3},
+	{"internal/federation", 3},
+	{"internal/sitetest", 4},
+	{"internal/web", 5},
+	{"internal/server", 6},
+	{"internal/demo", 7},
+	{"internal/interop", 8},
+	{"internal/arch", 8},
+	{"internal/testenv", 8}, // test helpers: imported by tests only (see below)
+	{"cmd/", 9},
+	{"bench/cmd/", 9},
+}
+
+// only lists, for some trees, every internal tree they may import at all
+// (besides their own): the rules the ranks alone do not say.
+var only = map[string][]string{
+	// The endpoint layer is the one interface and its kinds.
+	"internal/endpoint": {"internal/httpx"},
+	// bench measures endpoints and stores results; it knows no role.
+	"internal/bench": {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/results"},
+	// config owns the YAML shape of every role and imports none of them.
+	"internal/config": {"internal/endpoint", "internal/httpx"},
+}
+
+// never lists imports forbidden whatever the ranks say.
+var never = map[string][]string{
+	// The federator talks to endpoints through the interface; kinds are
+	// built for it (endpoint/kinds), never named by it.
+	"internal/federation": {"internal/endpoint/posix", "internal/endpoint/http", "internal/endpoint/s3",
+		"internal/endpoint/xroot", "internal/endpoint/upstream"},
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+func TestLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(bufio.NewReader(bytes.NewReader(out)))
+	n := 0
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		from := strings.TrimPrefix(p.ImportPath, module)
+		fromTree, fromRank, ok := place(from)
+		if !ok {
+			t.Errorf("%s: no layer for this package; give its tree a rank in layers", from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			to := strings.TrimPrefix(imp, module)
+			toTree, toRank, ok := place(to)
+			switch {
+			case !ok:
+				t.Errorf("%s imports %s, which has no layer", from, to)
+			case toTree == "internal/testenv" && fromTree != "internal/testenv":
+				t.Errorf("%s imports the test helpers %s outside its tests", from, to)
+			case toTree == fromTree:
+			case toRank >= fromRank:
+				t.Errorf("%s (rank %d) imports %s (rank %d): an upward or sideways import", from, fromRank, to, toRank)
+			case !allowed(fromTree, to):
+				t.Errorf("%s imports %s: not in what %s may import", from, to, fromTree)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("go list found %d packages; the test is not looking at the module", n)
+	}
+}
+
+// place returns the tree and rank of a package path relative to the
+// module.
+func place(p string) (string, int, bool) {
+	for _, l := range layers {
+		if p == l.prefix || strings.HasPrefix(p, strings.TrimSuffix(l.prefix, "/")+"/") {
+			return l.prefix, l.rank, true
+		}
+	}
+	return "", 0, false
+}
+
+func allowed(fromTree, to string) bool {
+	for _, bad := range never[fromTree] {
+		if to == bad || strings.HasPrefix(to, bad+"/") {
+			return false
+		}
+	}
+	list, ok := only[fromTree]
+	if !ok {
+		return true
+	}
+	for _, good := range list {
+		if to == good || strings.HasPrefix(to, good+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLayersCatchesUpward checks the checker: an import from the leaf to
+// a role is refused.
+func TestLayersCatchesUpward(t *testing.T) {
+	fromTree, fromRank, _ := place("internal/httpx")
+	_, toRank, _ := place("internal/federation")
+	if toRank < fromRank {
+		t.Fatalf("httpx ranks above federation")
+	}
+	if allowed("internal/config", "internal/storage") {
+		t.Errorf("config may import storage")
+	}
+	if allowed("internal/federation", "internal/endpoint/upstream") {
+		t.Errorf("federation may import a kind")
+	}
+	_ = fromTree
+}
