@@ -119,7 +119,7 @@ func (bf *benchFlags) common(p bench.Progress) bench.Common {
 // test on it with runOne.
 func (bf *benchFlags) parseAndRun(ctx context.Context, stdout io.Writer, fs *flag.FlagSet, args []string, kind string,
 	params any, test func(*bench.Target, bench.Common) (*bench.Result, error)) error {
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	u, err := oneURL(fs, kind)
@@ -379,7 +379,7 @@ func benchROOT(ctx context.Context, stdout io.Writer, args []string) error {
 	fs.StringVar(&o.Tree, "tree", bench.SampleTree, "tree to read")
 	fs.StringVar(&o.Branch, "branch", bench.SampleBranch, "branch to read")
 	prefetch := fs.String("prefetch", "both", "off, on, or both (two runs)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	u, err := oneURL(fs, "root")
@@ -436,7 +436,7 @@ func benchPrepare(ctx context.Context, stdout io.Writer, args []string) error {
 	o.ReadSize = 20 << 20
 	fs.Var(sizeFlag{&o.ReadSize}, "read-size", "size of each read-test file")
 	fs.IntVar(&o.ROOTEvents, "root-events", bench.SampleEvents, "events in the sample ROOT file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	u, err := oneURL(fs, "prepare")
@@ -488,7 +488,7 @@ func benchList(ctx context.Context, stdout io.Writer, args []string) error {
 	fs.StringVar(&f.Site, "site", "", "only runs at this site")
 	fs.IntVar(&f.Limit, "n", 50, "at most this many runs")
 	jsonOut := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -539,7 +539,7 @@ func benchShow(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("bench show", "ID\n\nShows a stored run: parameters, figures, classification and stages.\n\nFlags:")
 	db := storeFlags(fs)
 	jsonOut := fs.Bool("json", false, "print JSON (the run and its stages)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ids, err := parseIDs(fs, "show", 1, 1)
@@ -571,7 +571,7 @@ func benchShow(ctx context.Context, stdout io.Writer, args []string) error {
 func benchCompare(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("bench compare", "ID ID...\n\nShows stored runs side by side.\n\nFlags:")
 	db := storeFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ids, err := parseIDs(fs, "compare", 2, 0)
@@ -598,7 +598,7 @@ func benchExport(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("bench export", "ID\n\nWrites a run: json (run, stages and samples) or csv (one row per sample).\n\nFlags:")
 	db := storeFlags(fs)
 	format := fs.String("format", "json", "csv or json")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ids, err := parseIDs(fs, "export", 1, 1)

@@ -62,7 +62,8 @@ func TestBenchCLI(t *testing.T) {
 			t.Errorf("bench read output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	r = mustRun(t, "bench", "io", "--db", db, "--size", "2MiB", url)
+	// Flags after the URL, as users of xrdcp and curl write them.
+	r = mustRun(t, "bench", "io", url, "--db", db, "--size", "2MiB")
 	if !strings.Contains(r.stdout, "verified        true") {
 		t.Errorf("bench io output:\n%s", r.stdout)
 	}
@@ -88,7 +89,7 @@ func TestBenchCLI(t *testing.T) {
 	if !strings.Contains(r.stdout, "observed_rate") {
 		t.Errorf("bench compare:\n%s", r.stdout)
 	}
-	r = mustRun(t, "bench", "export", "--db", db, "--format", "csv", ids[1])
+	r = mustRun(t, "bench", "export", ids[1], "--db", db, "--format", "csv")
 	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) < 2 || !strings.HasPrefix(lines[0], "run_id,") {
 		t.Errorf("bench export csv: %d lines, first %q", len(lines), lines[0])
 	}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -18,7 +17,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +25,7 @@ import (
 	httpep "github.com/lakefed/lakefed/internal/endpoint/http"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/transfer"
 )
 
 // clientFlags are the connection flags every client command takes.
@@ -56,13 +55,14 @@ type target struct {
 	op string
 }
 
-// remoteSchemes are the URL schemes of remote endpoints the client commands
-// take: the HTTP/WebDAV kind, XRootD, another lakefed, and S3 (s3://bucket/key,
-// the server from $AWS_ENDPOINT_URL, credentials from $AWS_ACCESS_KEY_ID and
-// $AWS_SECRET_ACCESS_KEY, as the AWS CLI reads them).
-var remoteSchemes = map[string]bool{
-	"http": true, "https": true, "dav": true, "davs": true,
-	"root": true, "xroot": true, "lakefed": true, "lakefeds": true, "s3": true,
+// remote reports whether scheme names a remote endpoint the client
+// commands take: every scheme of the table (endpoint.Schemes) but file.
+// s3://bucket/key URLs take the server from $AWS_ENDPOINT_URL and the
+// credentials from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY, as the
+// AWS CLI reads them.
+func remote(scheme string) bool {
+	s, ok := endpoint.LookupScheme(scheme)
+	return ok && !s.NoHost
 }
 
 // parseTarget splits a command-line argument into an endpoint and a path.
@@ -80,7 +80,7 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 	var p string
 	scheme, _, hasScheme := strings.Cut(raw, "://")
 	switch {
-	case hasScheme && remoteSchemes[strings.ToLower(scheme)]:
+	case hasScheme && remote(scheme):
 		u, err := url.Parse(raw)
 		if err != nil {
 			return nil, usageErrorf("bad URL %q: %v", raw, err)
@@ -94,7 +94,7 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 		cfg.Name = u.Host
 		cfg.URL = strings.ToLower(u.Scheme) + "://" + u.Host + "/"
 		p = u.Path
-		if strings.EqualFold(u.Scheme, "s3") {
+		if s, _ := endpoint.LookupScheme(u.Scheme); s.Kind == endpoint.KindS3 {
 			cfg.S3 = s3FromEnv()
 		}
 	case hasScheme && strings.EqualFold(scheme, "file"):
@@ -107,7 +107,7 @@ func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target,
 		}
 		t.local, p = true, u.Path
 	case hasScheme:
-		return nil, usageErrorf("unsupported URL scheme %q in %q (http, https, dav, davs, root, xroot, s3, lakefed, file)", scheme, raw)
+		return nil, usageErrorf("unsupported URL scheme %q in %q (%s)", scheme, raw, endpoint.SchemeNames())
 	default:
 		abs, err := filepath.Abs(raw)
 		if err != nil {
@@ -179,19 +179,24 @@ func opErr(op string, t *target, err error) error {
 	return &opError{op: op, target: t.display(), err: err}
 }
 
-// kindPrefix matches the prefix the kinds put on their errors
-// ("http: stat \"/x\": ", "posix: put /a/b: "): the command's own message
-// already says which operation and which URL, so it would be said twice.
-var kindPrefix = regexp.MustCompile(`^(?:[a-z0-9]+: )?(?:[a-z]+ (?:"[^"]*"|'[^']*'|/\S*): )+`)
-
-// reason is err's message without the operation and path its kind
-// already put in front.
+// reason is err's message without the kind, operation and path each
+// endpoint.OpError in it puts in front: the command's own message already
+// says which operation and which URL.
 func reason(err error) string {
 	// "not found" says it all; the 404 or ENOENT behind it adds nothing.
 	if errors.Is(err, endpoint.ErrNotFound) {
 		return endpoint.ErrNotFound.Error()
 	}
-	msg := kindPrefix.ReplaceAllString(err.Error(), "")
+	msg := err.Error()
+	// One method's error may hold another's (Checksum's holds Open's).
+	for e := err; ; {
+		var oe *endpoint.OpError
+		if !errors.As(e, &oe) {
+			break
+		}
+		msg = strings.Replace(msg, oe.Error(), oe.Err.Error(), 1)
+		e = oe.Err
+	}
 	// A body that only repeats the status line ("403 Forbidden: Forbidden").
 	var se *httpep.StatusError
 	if errors.As(err, &se) && se.Msg != "" && strings.HasSuffix(se.Status, " "+se.Msg) {
@@ -211,24 +216,6 @@ func reason(err error) string {
 		return err.Error()
 	}
 	return msg
-}
-
-// checksumError says the bytes that arrived are not the bytes the source
-// holds, or the destination holds other bytes than were sent. It has no
-// endpoint class: exit code 1.
-type checksumError struct {
-	op, target string // "copy", the source; or "copy to", the destination
-	got, want  string // what cp summed; what the other side says
-	side       string // "source" or "destination"
-}
-
-func (e *checksumError) Error() string {
-	verb := "received"
-	if e.side == "destination" {
-		verb = "sent"
-	}
-	return fmt.Sprintf("%s %s: adler32 mismatch: %s %s, %s has %s",
-		e.op, e.target, verb, e.got, e.side, e.want)
 }
 
 const cpUsage = `SRC DST
@@ -253,7 +240,7 @@ func runCp(ctx context.Context, args []string) error {
 	var cf clientFlags
 	cf.register(fs)
 	force := fs.Bool("f", false, "overwrite an existing destination file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
@@ -290,54 +277,36 @@ func copyFile(ctx context.Context, src, dst *target, force bool, prog *progress)
 		dstName = strings.TrimSuffix(dstName, "/") + "/" + path.Base(src.path)
 	}
 
-	// Ask the source for its checksum first, so a mismatch is found
-	// before the destination is committed. A local source is read by us
-	// anyway: asking the posix kind would read the file twice.
-	var want string
-	if !src.local {
-		want = info.Checksums[httpx.Adler32]
-		if want == "" {
-			want, err = endpoint.Checksum(ctx, src.ep, src.path, httpx.Adler32)
-			if err != nil && !errors.Is(err, endpoint.ErrUnsupported) {
-				return opErr("checksum", src, err)
-			}
+	// A local source is read by us anyway: asking the posix kind for its
+	// checksum would read the file twice. A local destination holds what
+	// we wrote, which was summed on the way.
+	opts := transfer.Options{SourceInfo: &info, SkipSourceSum: src.local, SkipDestSum: dst.local}
+	if prog != nil {
+		opts.Progress = prog.set
+	}
+	_, err = transfer.Copy(ctx, src.ep, dst.ep, src.path, dstPath, opts)
+	prog.done(err == nil)
+	var te *transfer.Error
+	var ce *transfer.ChecksumError
+	switch {
+	case errors.As(err, &ce):
+		name := src.display()
+		if ce.Side == transfer.Destination {
+			name = "to " + dstName
 		}
-	}
-
-	r, err := src.ep.Open(ctx, src.path, 0, -1)
-	if err != nil {
-		return opErr("open", src, err)
-	}
-	defer r.Close()
-	prog.start(info.Size)
-	vr := &verifyReader{r: r, h: httpx.NewHash(httpx.Adler32), size: info.Size, want: want,
-		srcDisplay: src.display(), prog: prog}
-	err = dst.ep.Put(ctx, dstPath, vr, info.Size)
-	prog.done(err == nil && vr.err == nil)
-	if vr.err != nil {
-		// The reader refused to reach EOF, so Put must not have committed.
-		return vr.err
-	}
-	if err != nil {
-		return &opError{op: "copy to", target: dstName, err: err}
-	}
-	got := httpx.SumString(vr.h)
-
-	// A remote destination reports what it stored; a local one holds
-	// what we wrote, which we summed on the way.
-	if !dst.local {
-		have, err := endpoint.Checksum(ctx, dst.ep, dstPath, httpx.Adler32)
-		switch {
-		case errors.Is(err, endpoint.ErrUnsupported):
-		case err != nil:
-			return &opError{op: "checksum", target: dstName, err: err}
-		case have != got:
-			// Best effort: the error below is what matters.
-			_ = dst.ep.Delete(ctx, dstPath)
-			return &checksumError{op: "copy to", target: dstName, got: got, want: have, side: "destination"}
+		return fmt.Errorf("copy %s: %w", name, err)
+	case errors.As(err, &te):
+		t := src.display()
+		if te.Side == transfer.Destination {
+			t = dstName
 		}
+		op := te.Op
+		if op == "copy" && te.Side == transfer.Destination {
+			op = "copy to"
+		}
+		return &opError{op: op, target: t, err: te.Err}
 	}
-	return nil
+	return err
 }
 
 // destPath returns the path in dst to write: dst's own path, or SRC's base
@@ -368,51 +337,12 @@ func destPath(ctx context.Context, src, dst *target, force bool) (string, error)
 	return p, nil
 }
 
-// verifyReader hashes what passes through it and, at the end, checks the
-// length and the source's checksum. On a mismatch it returns an error
-// instead of io.EOF, so the destination's Put fails and commits nothing.
-type verifyReader struct {
-	r          io.Reader
-	h          hash.Hash
-	n, size    int64
-	want       string
-	srcDisplay string
-	prog       *progress
-	err        error // the verification error, once found
-}
-
-func (v *verifyReader) Read(p []byte) (int, error) {
-	if v.err != nil {
-		return 0, v.err
-	}
-	n, err := v.r.Read(p)
-	if n > 0 {
-		v.h.Write(p[:n])
-		v.n += int64(n)
-		v.prog.add(int64(n))
-	}
-	if err != io.EOF {
-		return n, err
-	}
-	switch got := httpx.SumString(v.h); {
-	case v.size >= 0 && v.n != v.size:
-		v.err = fmt.Errorf("copy %s: read %d bytes, the source said %d: %w",
-			v.srcDisplay, v.n, v.size, endpoint.ErrUnavailable)
-	case v.want != "" && got != v.want:
-		v.err = &checksumError{op: "copy", target: v.srcDisplay, got: got, want: v.want, side: "source"}
-	}
-	if v.err != nil {
-		return n, v.err
-	}
-	return n, io.EOF
-}
-
 func runLs(ctx context.Context, args []string) error {
 	fs := newFlagSet("ls", "URL\n\nLists a directory: names sorted, directories with a trailing /.\n\nFlags:")
 	var cf clientFlags
 	cf.register(fs)
 	long := fs.Bool("l", false, "long format: size, mtime (RFC 3339) and name")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -461,7 +391,7 @@ func runStat(ctx context.Context, args []string) error {
 	fs := newFlagSet("stat", "URL\n\nDescribes a file or directory, with the adler32 the endpoint offers.\n\nFlags:")
 	var cf clientFlags
 	cf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -514,7 +444,7 @@ func runRm(ctx context.Context, args []string) error {
 	fs := newFlagSet("rm", "URL\n\nRemoves a file (or an empty directory).\n\nFlags:")
 	var cf clientFlags
 	cf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -535,7 +465,7 @@ func runMkdir(ctx context.Context, args []string) error {
 	fs := newFlagSet("mkdir", "URL\n\nMakes a directory and its missing parents; an existing one is fine.\n\nFlags:")
 	var cf clientFlags
 	cf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/storage/storagetest"
 	"github.com/lakefed/lakefed/internal/testenv"
@@ -510,14 +511,22 @@ func TestErrors(t *testing.T) {
 }
 
 func TestReason(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`http: stat "/x": not found`, "not found"},
-		{`posix: put /a/b: permission denied: refused`, "permission denied: refused"},
-		{`not found`, "not found"},
-		{`http: 403 Forbidden: refused`, "http: 403 Forbidden: refused"},
+	refused := fmt.Errorf("permission denied: %w", endpoint.ErrRefused)
+	open := &endpoint.OpError{Kind: endpoint.KindPosix, Op: "open", Path: "/a/b", Err: refused}
+	tests := []struct {
+		in   error
+		want string
+	}{
+		{&endpoint.OpError{Kind: endpoint.KindHTTP, Op: "stat", Path: "/x", Err: endpoint.ErrNotFound}, "not found"},
+		{&endpoint.OpError{Kind: endpoint.KindPosix, Op: "put", Path: "/a/b", Err: refused}, "permission denied: refused"},
+		{&endpoint.OpError{Kind: endpoint.KindPosix, Op: "checksum", Path: "/a/b", Err: open}, "permission denied: refused"},
+		{&endpoint.OpError{Kind: endpoint.KindUpstream, Op: "probe", Err: refused}, "permission denied: refused"},
+		{fmt.Errorf("copy: %w", &endpoint.OpError{Kind: endpoint.KindS3, Op: "read", Path: "/f", Err: refused}), "copy: permission denied: refused"},
+		{endpoint.ErrNotFound, "not found"},
+		{errors.New("http: 403 Forbidden: refused"), "http: 403 Forbidden: refused"},
 	}
 	for _, tt := range tests {
-		if got := reason(errors.New(tt.in)); got != tt.want {
+		if got := reason(tt.in); got != tt.want {
 			t.Errorf("reason(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}

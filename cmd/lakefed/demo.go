@@ -17,7 +17,7 @@ func runDemo(ctx context.Context, args []string) error {
 	listen := fs.String("listen", demo.DefaultListen, "the federator's `host:port` (port 0: any free port)")
 	noBench := fs.Bool("no-bench", false, "skip the start-up benchmark")
 	verbose := fs.Bool("v", false, "log at debug level")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

@@ -1,8 +1,8 @@
 // Command lakefed is a data-lake federation for scientific storage: one
-// binary that serves storage, federates many endpoints into one namespace,
-// caches, buffers writes and benchmarks sites. "lakefed help" lists the
-// subcommands. This file is wiring only: each subcommand lives in its own
-// file and its logic in internal/.
+// binary that serves storage, federates many endpoints into one namespace
+// and benchmarks sites (the cache and the write buffer are still to come).
+// "lakefed help" lists the subcommands. This file is wiring only: each
+// subcommand lives in its own file and its logic in internal/.
 package main
 
 import (
@@ -128,6 +128,35 @@ func newFlagSet(name, argsUsage string) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// parseFlags parses args with fs taking flags anywhere, before, between
+// or after the positional arguments ("cp SRC DST -f", "bench export 3
+// --format csv"), as gfal-copy, xrdcp and curl users expect: the flag
+// package alone stops at the first argument that is not a flag. "--" ends
+// the flags; what follows is positional even when it starts with "-".
+// Afterwards fs.Args() holds the positional arguments in their order.
+// Every subcommand parses with it.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...) // "--" ended the flags
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	// Parse again for fs.Args(): "--" keeps a positional "-x" from being
+	// read as a flag.
+	return fs.Parse(append([]string{"--"}, pos...))
 }
 
 func runVersion(ctx context.Context, args []string) error {

@@ -34,18 +34,13 @@ func newProgress(f *os.File) *progress {
 	return &progress{w: f}
 }
 
-func (p *progress) start(total int64) {
-	if p == nil {
-		return
+// set records moved of total bytes (total < 0: unknown); moved 0 starts
+// the clock again. It has transfer.Options.Progress's shape.
+func (p *progress) set(moved, total int64) {
+	if moved == 0 {
+		p.begin = time.Now()
 	}
-	p.total, p.n, p.begin = total, 0, time.Now()
-}
-
-func (p *progress) add(n int64) {
-	if p == nil {
-		return
-	}
-	p.n += n
+	p.total, p.n = total, moved
 	if now := time.Now(); now.Sub(p.lastDraw) >= progressEvery {
 		p.lastDraw = now
 		p.draw(now)

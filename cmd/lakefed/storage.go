@@ -28,7 +28,7 @@ func runStorage(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.AccessLog, "access-log", false, "log one line per request")
 	fs.Int64Var(&cfg.MaxUpload, "max-upload", 0, "largest PUT body in bytes (0: no limit)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this host:port (off by default; for profiling only)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}

@@ -15,37 +15,44 @@ const module = "github.com/lakefed/lakefed/"
 
 // layers ranks every package tree, lowest first: a package may import
 // packages of a lower rank, and packages of its own tree (the tree is the
-// prefix given here). A new package tree must be given a rank here: the
-// test fails on a package it cannot place. The map is in the README's
-// Architecture section and ../shared/DESIGN.md.
+// prefix given here; the first prefix that matches places a package, so
+// the more specific come first). A new package tree must be given a rank
+// here: the test fails on a package it cannot place. The map is in the
+// README's Architecture section and ../shared/DESIGN.md.
 var layers = []struct {
 	prefix string
 	rank   int
 }{
+	{"internal/httpx/transport", 2}, // the one HTTP client: TLS from endpoint.Config
+	{"internal/httpx/davxml", 2},    // the one multistatus parser: fills endpoint.Info
 	{"internal/httpx", 0},
-	{"internal/endpoint", 1},
-	{"internal/transfer", 2},
+	{"internal/keptsum", 1},   // checksums kept beside files: storage role and posix kind
+	{"internal/endpoint/", 3}, // the kinds, the kind table, the conformance suite
+	{"internal/endpoint", 1},  // the interface, its errors, the scheme table
+	{"internal/transfer", 4},
 	{"internal/results", 2},
 	{"internal/config", 2},
 	{"internal/storage", 2},
-	{"internal/bench", 3},
-	{"internal/federation", 3},
-	{"internal/sitetest", 4},
-	{"internal/web", 5},
-	{"internal/server", 6},
-	{"internal/demo", 7},
-	{"internal/interop", 8},
-	{"internal/arch", 8},
-	{"internal/testenv", 8}, // test helpers: imported by tests only (see below)
-	{"cmd/", 9},
-	{"bench/cmd/", 9},
+	{"internal/bench", 5},
+	{"internal/federation", 5},
+	{"internal/sitetest", 6},
+	{"internal/web", 7},
+	{"internal/server", 8},
+	{"internal/demo", 9},
+	{"internal/interop", 10},
+	{"internal/arch", 10},
+	{"internal/testenv", 10}, // test helpers: imported by tests only (see below)
+	{"cmd/", 11},
+	{"bench/cmd/", 11},
 }
 
 // only lists, for some trees, every internal tree they may import at all
 // (besides their own): the rules the ranks alone do not say.
 var only = map[string][]string{
-	// The endpoint layer is the one interface and its kinds.
+	// The endpoint interface knows nothing of any kind or role.
 	"internal/endpoint": {"internal/httpx"},
+	// The kinds speak their protocols; they know no role.
+	"internal/endpoint/": {"internal/endpoint", "internal/httpx", "internal/keptsum"},
 	// bench measures endpoints and stores results; it knows no role.
 	"internal/bench": {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/results"},
 	// config owns the YAML shape of every role and imports none of them.

@@ -2,38 +2,26 @@ package bench
 
 import (
 	"context"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/config"
-	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/server/servertest"
 )
 
 // TestFederator runs every benchmark, short, through a federator in front
-// of two storage sites: unpinned (writes placed by the federator, reads
+// of two storage sites (a federation in a box, servertest: site-a
+// priority 1, site-b priority 2, both writable): unpinned (writes placed by the federator, reads
 // redirected) and pinned to one site with --site, as the AAA tests pinned
 // one site through the redirectors.
 func TestFederator(t *testing.T) {
 	ctx := context.Background()
-	urlA, rootA := startStorage(t)
-	urlB, rootB := startStorage(t)
-	cfg, err := config.Parse([]byte("listen: 127.0.0.1:0\nfederation:\n  health: {interval: 1h}\n  endpoints:\n" +
-		"    - {name: site-a, url: '" + urlA + "', writable: true, priority: 1}\n" +
-		"    - {name: site-b, url: '" + urlB + "', writable: true, priority: 2}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fed, err := federation.New(ctx, *cfg.Federation, federation.Options{Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fed.Close() })
-	front := httptest.NewServer(fed.Handler())
-	t.Cleanup(front.Close)
+	fed := servertest.Start(t, servertest.Options{Sites: 2, Configure: func(c *config.Config) {
+		c.Federation.Health.Interval = config.Duration(time.Hour)
+	}})
+	rootA, rootB := fed.Sites[0].Dir, fed.Sites[1].Dir
 
 	for _, tc := range []struct {
 		site string
@@ -43,7 +31,7 @@ func TestFederator(t *testing.T) {
 		{"site-b", rootB}, // pinned
 	} {
 		t.Run("site="+tc.site, func(t *testing.T) {
-			tg, err := NewTarget(ctx, TargetConfig{URL: front.URL + "/", Site: tc.site, Timeout: 10 * time.Second,
+			tg, err := NewTarget(ctx, TargetConfig{URL: fed.URL + "/", Site: tc.site, Timeout: 10 * time.Second,
 				NewEndpoint: newEndpoint})
 			if err != nil {
 				t.Fatalf("NewTarget = %v", err)

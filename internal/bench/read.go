@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"slices"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // ReadOptions shape the read-rate test (the CMS AAA read scale test).
@@ -161,17 +163,17 @@ func Read(ctx context.Context, t *Target, o ReadOptions) (*Result, error) {
 func (t *Target) vectorRead(ctx context.Context, p string, u *url.URL, size, off, block int64, k int) (int64, error) {
 	each := block / int64(k)
 	stride := size / int64(k)
-	rs := make([]Range, 0, k)
+	rs := make([]httpx.Range, 0, k)
 	for i := range int64(k) {
 		o := (off + i*stride) % size
 		if o+each > size {
 			o = size - each
 		}
-		rs = append(rs, Range{Off: o, Len: each})
+		rs = append(rs, httpx.Range{Start: o, Length: each})
 	}
 	// Spread ranges of one stride never overlap; sort them for servers
 	// that want ascending ranges.
-	slices.SortFunc(rs, func(a, b Range) int { return cmp.Compare(a.Off, b.Off) })
+	slices.SortFunc(rs, func(a, b httpx.Range) int { return cmp.Compare(a.Start, b.Start) })
 	rs = dedupe(rs)
 	var got int64
 	err := t.readRanges(ctx, p, u, rs, func(_ int64, r io.Reader) error {
@@ -182,7 +184,7 @@ func (t *Target) vectorRead(ctx context.Context, p string, u *url.URL, size, off
 	if err == nil {
 		var want int64
 		for _, r := range rs {
-			want += r.Len
+			want += r.Length
 		}
 		if got != want {
 			err = fmt.Errorf("bench: vector read %s: %d bytes, want %d", p, got, want)
@@ -192,10 +194,10 @@ func (t *Target) vectorRead(ctx context.Context, p string, u *url.URL, size, off
 }
 
 // dedupe drops ranges that overlap the one before (sorted input).
-func dedupe(rs []Range) []Range {
+func dedupe(rs []httpx.Range) []httpx.Range {
 	out := rs[:0]
 	for _, r := range rs {
-		if n := len(out); n > 0 && r.Off < out[n-1].Off+out[n-1].Len {
+		if n := len(out); n > 0 && r.Start < out[n-1].Start+out[n-1].Length {
 			continue
 		}
 		out = append(out, r)

@@ -16,6 +16,7 @@ import (
 	"go-hep.org/x/hep/groot/rtree"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/results"
 )
 
@@ -246,7 +247,7 @@ func leafCountBranch(br rtree.Branch) rtree.Branch {
 // so it is read by reflection; a future groot that renames the fields
 // makes the prefetch find no baskets (the test then reads without it)
 // rather than fail.
-func basketSpans(br rtree.Branch) []Range {
+func basketSpans(br rtree.Branch) []httpx.Range {
 	v := reflect.ValueOf(br)
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
@@ -261,11 +262,11 @@ func basketSpans(br rtree.Branch) []Range {
 	if !seek.IsValid() || !bytes.IsValid() || seek.Kind() != reflect.Slice || bytes.Kind() != reflect.Slice {
 		return nil
 	}
-	var out []Range
+	var out []httpx.Range
 	for i := range min(seek.Len(), bytes.Len()) {
 		off, n := seek.Index(i).Int(), bytes.Index(i).Int()
 		if off > 0 && n > 0 {
-			out = append(out, Range{Off: off, Len: n})
+			out = append(out, httpx.Range{Start: off, Length: n})
 		}
 	}
 	return out
@@ -296,13 +297,13 @@ type rangeReader struct {
 }
 
 type plannedSpan struct {
-	Range
+	httpx.Range
 	b *batch
 }
 
 // batch is one multi-range request, fetched once on first need.
 type batch struct {
-	ranges []Range
+	ranges []httpx.Range
 	once   sync.Once
 	bufs   map[int64][]byte // by range offset
 	err    error
@@ -310,12 +311,12 @@ type batch struct {
 
 // plan groups spans (sorted, merged when they touch) into batches of at
 // most maxBytes and maxRanges.
-func (r *rangeReader) plan(spans []Range, maxBytes int64, maxRanges int) {
-	slices.SortFunc(spans, func(a, b Range) int {
+func (r *rangeReader) plan(spans []httpx.Range, maxBytes int64, maxRanges int) {
+	slices.SortFunc(spans, func(a, b httpx.Range) int {
 		switch {
-		case a.Off < b.Off:
+		case a.Start < b.Start:
 			return -1
-		case a.Off > b.Off:
+		case a.Start > b.Start:
 			return 1
 		}
 		return 0
@@ -324,13 +325,13 @@ func (r *rangeReader) plan(spans []Range, maxBytes int64, maxRanges int) {
 	var cur *batch
 	var curBytes int64
 	for _, sp := range spans {
-		if cur == nil || len(cur.ranges) >= maxRanges || curBytes+sp.Len > maxBytes {
+		if cur == nil || len(cur.ranges) >= maxRanges || curBytes+sp.Length > maxBytes {
 			cur = &batch{}
 			curBytes = 0
 			r.batches = append(r.batches, cur)
 		}
 		cur.ranges = append(cur.ranges, sp)
-		curBytes += sp.Len
+		curBytes += sp.Length
 		r.spans = append(r.spans, plannedSpan{Range: sp, b: cur})
 	}
 }
@@ -340,11 +341,11 @@ func (b *batch) fetch(r *rangeReader) {
 	t0 := time.Now()
 	var total int64
 	err := r.t.readRanges(r.ctx, r.p, r.u, b.ranges, func(off int64, body io.Reader) error {
-		i := sort.Search(len(b.ranges), func(i int) bool { return b.ranges[i].Off >= off })
-		if i == len(b.ranges) || b.ranges[i].Off != off {
+		i := sort.Search(len(b.ranges), func(i int) bool { return b.ranges[i].Start >= off })
+		if i == len(b.ranges) || b.ranges[i].Start != off {
 			return fmt.Errorf("bench: %s: unasked range at %d: %w", r.p, off, endpoint.ErrUnavailable)
 		}
-		buf := make([]byte, b.ranges[i].Len)
+		buf := make([]byte, b.ranges[i].Length)
 		if _, err := io.ReadFull(body, buf); err != nil {
 			return fmt.Errorf("bench: %s: short range at %d: %w", r.p, off, endpoint.ErrUnavailable)
 		}
@@ -421,20 +422,20 @@ func (r *rangeReader) fromBatch(p []byte, off int64) (int, bool) {
 	if len(r.spans) == 0 {
 		return 0, false
 	}
-	i := sort.Search(len(r.spans), func(i int) bool { return r.spans[i].Off > off }) - 1
+	i := sort.Search(len(r.spans), func(i int) bool { return r.spans[i].Start > off }) - 1
 	if i < 0 {
 		return 0, false
 	}
 	sp := r.spans[i]
-	if off+int64(len(p)) > sp.Off+sp.Len {
+	if off+int64(len(p)) > sp.Start+sp.Length {
 		return 0, false
 	}
 	sp.b.once.Do(func() { sp.b.fetch(r) })
 	if sp.b.err != nil {
 		return 0, false // the plain read says what is wrong
 	}
-	buf := sp.b.bufs[sp.Off]
-	return copy(p, buf[off-sp.Off:]), true
+	buf := sp.b.bufs[sp.Start]
+	return copy(p, buf[off-sp.Start:]), true
 }
 
 // Read reads from the current position (groot reads the header this way).

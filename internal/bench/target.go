@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/transport"
 )
 
 // SiteParam is the query parameter every request of a run pinned to one
@@ -80,14 +80,10 @@ func NewTarget(ctx context.Context, cfg TargetConfig) (*Target, error) {
 	if t.timeout <= 0 {
 		t.timeout = endpoint.DefaultTimeout
 	}
-	scheme := strings.ToLower(u.Scheme)
-	switch scheme {
-	case "dav":
-		scheme = "http"
-	case "davs":
-		scheme = "https"
-	}
-	isHTTP := scheme == "http" || scheme == "https"
+	// HTTP/WebDAV targets are read here; the table says which they are
+	// and what they speak on the wire (dav → http).
+	sc, _ := endpoint.LookupScheme(u.Scheme)
+	scheme, isHTTP := sc.WireScheme(), sc.Kind == endpoint.KindHTTP
 	if cfg.Site != "" && !isHTTP {
 		return nil, fmt.Errorf("bench: --site needs an http(s) target (a federator), not %q", cfg.URL)
 	}
@@ -127,32 +123,24 @@ func NewTarget(ctx context.Context, cfg TargetConfig) (*Target, error) {
 	return t, nil
 }
 
+// newTransport is the load generator's transport: conns connections to a
+// host at most, all of them kept idle so a ramp never pays for
+// handshakes, a bound on the wait for each answer's header, and no proxy
+// (load must go where it is told).
 func newTransport(cfg TargetConfig) (*http.Transport, error) {
 	conns := cfg.MaxConns
 	if conns <= 0 {
 		conns = 1024
 	}
-	tlsc, err := endpoint.Config{CAFile: cfg.CAFile, InsecureSkipVerify: cfg.InsecureSkipVerify}.TLSConfig()
+	ecfg := endpoint.Config{Timeout: cfg.Timeout, CAFile: cfg.CAFile, InsecureSkipVerify: cfg.InsecureSkipVerify}
+	tr, err := transport.New(ecfg, transport.Options{
+		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
+		ResponseHeaderTimeout: ecfg.TimeoutOrDefault(), NoProxy: true,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = endpoint.DefaultTimeout
-	}
-	return &http.Transport{
-		Proxy:                 nil, // load must go where it is told
-		DialContext:           (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       tlsc,
-		MaxIdleConns:          conns,
-		MaxIdleConnsPerHost:   conns,
-		MaxConnsPerHost:       conns,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: timeout,
-		TLSHandshakeTimeout:   timeout,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
-	}, nil
+	return tr, nil
 }
 
 // String is the target's URL.
@@ -191,14 +179,7 @@ func (t *Target) fileURL(p string) *url.URL {
 // statusError is a non-success HTTP answer, classed like the endpoint
 // errors so reports tell "not found" from "unavailable".
 func statusError(op, p string, resp *http.Response) error {
-	class := endpoint.ErrUnavailable
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		class = endpoint.ErrNotFound
-	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		class = endpoint.ErrRefused
-	}
-	return fmt.Errorf("bench: %s %s: %s: %w", op, p, resp.Status, class)
+	return fmt.Errorf("bench: %s %s: %s: %w", op, p, resp.Status, endpoint.ClassOfStatus(resp.StatusCode))
 }
 
 func netError(op, p string, err error) error {
@@ -273,7 +254,8 @@ func (o *opener) open(ctx context.Context, p string, u *url.URL) (int64, error) 
 	n, err := drain(resp.Body)
 	switch {
 	case resp.StatusCode == http.StatusPartialContent:
-		return contentRangeSize(resp.Header.Get("Content-Range")), err
+		_, _, size, _ := httpx.ParseContentRange(resp.Header.Get("Content-Range"))
+		return size, err
 	case resp.StatusCode == http.StatusOK: // no Range support: the whole file came
 		return n, err
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable: // an empty file
@@ -281,22 +263,6 @@ func (o *opener) open(ctx context.Context, p string, u *url.URL) (int64, error) 
 	}
 	return 0, statusError("open", p, resp)
 }
-
-// contentRangeSize returns the complete length of "bytes a-b/size", or -1.
-func contentRangeSize(cr string) int64 {
-	_, after, ok := strings.Cut(cr, "/")
-	if !ok {
-		return -1
-	}
-	n, err := strconv.ParseInt(after, 10, 64)
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
-// Range is a byte range of a file: Len bytes from Off.
-type Range struct{ Off, Len int64 }
 
 // readRange reads n bytes of p from off and discards them; it returns
 // how many arrived.
@@ -374,7 +340,7 @@ func (t *Target) auth(req *http.Request) {
 // each part's offset and body, in the order the server sends them. A
 // server that answers with one range or the whole file is handled too.
 // Targets without HTTP read the ranges one by one.
-func (t *Target) readRanges(ctx context.Context, p string, u *url.URL, rs []Range,
+func (t *Target) readRanges(ctx context.Context, p string, u *url.URL, rs []httpx.Range,
 	fn func(off int64, r io.Reader) error) error {
 	if len(rs) == 0 {
 		return nil
@@ -384,14 +350,14 @@ func (t *Target) readRanges(ctx context.Context, p string, u *url.URL, rs []Rang
 			var rc io.ReadCloser
 			var err error
 			if t.base == nil {
-				rc, err = t.ep.Open(ctx, p, r.Off, r.Len)
+				rc, err = t.ep.Open(ctx, p, r.Start, r.Length)
 			} else {
-				rc, err = t.getRange(ctx, p, u, r.Off, r.Len)
+				rc, err = t.getRange(ctx, p, u, r.Start, r.Length)
 			}
 			if err != nil {
 				return err
 			}
-			err = fn(r.Off, rc)
+			err = fn(r.Start, rc)
 			rc.Close()
 			if err != nil {
 				return err
@@ -408,9 +374,9 @@ func (t *Target) readRanges(ctx context.Context, p string, u *url.URL, rs []Rang
 		if i > 0 {
 			spec.WriteByte(',')
 		}
-		spec.WriteString(strconv.FormatInt(r.Off, 10))
+		spec.WriteString(strconv.FormatInt(r.Start, 10))
 		spec.WriteByte('-')
-		spec.WriteString(strconv.FormatInt(r.Off+r.Len-1, 10))
+		spec.WriteString(strconv.FormatInt(r.Start+r.Length-1, 10))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -434,8 +400,8 @@ func (t *Target) readRanges(ctx context.Context, p string, u *url.URL, rs []Rang
 	mt, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/byteranges" {
 		// One range covering what was asked (servers may coalesce).
-		start, _, ok := parseContentRange(resp.Header.Get("Content-Range"))
-		if !ok {
+		start, _, _, ok := httpx.ParseContentRange(resp.Header.Get("Content-Range"))
+		if !ok || start < 0 {
 			return fmt.Errorf("bench: vector read %s: bad Content-Range %q: %w",
 				p, resp.Header.Get("Content-Range"), endpoint.ErrUnavailable)
 		}
@@ -450,8 +416,8 @@ func (t *Target) readRanges(ctx context.Context, p string, u *url.URL, rs []Rang
 		if err != nil {
 			return netError("vector read", p, err)
 		}
-		start, _, ok := parseContentRange(part.Header.Get("Content-Range"))
-		if !ok {
+		start, _, _, ok := httpx.ParseContentRange(part.Header.Get("Content-Range"))
+		if !ok || start < 0 {
 			return fmt.Errorf("bench: vector read %s: part without Content-Range: %w", p, endpoint.ErrUnavailable)
 		}
 		if err := fn(start, part); err != nil {
@@ -461,61 +427,42 @@ func (t *Target) readRanges(ctx context.Context, p string, u *url.URL, rs []Rang
 }
 
 // fromWhole hands out the ranges rs from a body holding a whole file.
-func fromWhole(body io.Reader, rs []Range, fn func(int64, io.Reader) error) error {
+func fromWhole(body io.Reader, rs []httpx.Range, fn func(int64, io.Reader) error) error {
 	return fromSpan(body, 0, rs, fn)
 }
 
 // fromSpan hands out the ranges rs from a body that holds the file from
 // offset start on. Ranges are served in offset order; overlapping ranges
 // are not supported (the benchmarks never ask for them).
-func fromSpan(body io.Reader, start int64, rs []Range, fn func(int64, io.Reader) error) error {
-	sorted := append([]Range(nil), rs...)
+func fromSpan(body io.Reader, start int64, rs []httpx.Range, fn func(int64, io.Reader) error) error {
+	sorted := append([]httpx.Range(nil), rs...)
 	sortRanges(sorted)
 	pos := start
 	for _, r := range sorted {
-		if r.Off < pos {
-			return fmt.Errorf("bench: overlapping ranges at %d: %w", r.Off, endpoint.ErrRefused)
+		if r.Start < pos {
+			return fmt.Errorf("bench: overlapping ranges at %d: %w", r.Start, endpoint.ErrRefused)
 		}
-		if _, err := io.CopyN(io.Discard, body, r.Off-pos); err != nil {
+		if _, err := io.CopyN(io.Discard, body, r.Start-pos); err != nil {
 			return fmt.Errorf("bench: short body: %v: %w", err, endpoint.ErrUnavailable)
 		}
-		lr := &io.LimitedReader{R: body, N: r.Len}
-		if err := fn(r.Off, lr); err != nil {
+		lr := &io.LimitedReader{R: body, N: r.Length}
+		if err := fn(r.Start, lr); err != nil {
 			return err
 		}
 		if _, err := io.Copy(io.Discard, lr); err != nil {
 			return fmt.Errorf("bench: short body: %v: %w", err, endpoint.ErrUnavailable)
 		}
-		pos = r.Off + r.Len
+		pos = r.Start + r.Length
 	}
 	return nil
 }
 
-func sortRanges(rs []Range) {
+func sortRanges(rs []httpx.Range) {
 	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].Off < rs[j-1].Off; j-- {
+		for j := i; j > 0 && rs[j].Start < rs[j-1].Start; j-- {
 			rs[j], rs[j-1] = rs[j-1], rs[j]
 		}
 	}
-}
-
-// parseContentRange parses "bytes a-b/size" into a and b.
-func parseContentRange(cr string) (start, end int64, ok bool) {
-	cr, found := strings.CutPrefix(strings.TrimSpace(cr), "bytes ")
-	if !found {
-		return 0, 0, false
-	}
-	rng, _, _ := strings.Cut(cr, "/")
-	a, b, found := strings.Cut(rng, "-")
-	if !found {
-		return 0, 0, false
-	}
-	s, err1 := strconv.ParseInt(a, 10, 64)
-	e, err2 := strconv.ParseInt(b, 10, 64)
-	if err1 != nil || err2 != nil || e < s {
-		return 0, 0, false
-	}
-	return s, e, true
 }
 
 // put stores r (size bytes, -1 unknown) as p. getBody, when not nil,

@@ -20,7 +20,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"reflect"
 	"strconv"
@@ -31,7 +30,6 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
-	"github.com/lakefed/lakefed/internal/storage"
 )
 
 // Config is the whole file. Top-level sections are roles; a process runs
@@ -42,9 +40,8 @@ type Config struct {
 	// configured.
 	Listen string `yaml:"listen"`
 	// Storage lists storage servers to run in this process, each serving
-	// a directory on its own listen address (storage.Config documents the
-	// fields). Nil: none.
-	Storage []storage.Config `yaml:"storage"`
+	// a directory on its own listen address. Nil: none.
+	Storage []Storage `yaml:"storage"`
 	// Federation configures the federator. Nil: no federator.
 	Federation *Federation `yaml:"federation"`
 	// Tests configures the scheduled functional tests of every federated
@@ -53,6 +50,38 @@ type Config struct {
 
 	// lines maps field paths to lines of the file, for error messages.
 	lines map[string]int
+}
+
+// Storage is one storage server: a directory served over HTTP/WebDAV on
+// its own listen address. It is the YAML shape only; package server turns
+// it into the storage role's own Config, field by field, so that config
+// imports no role (a test there checks that no field is left out). Zero
+// values mean the storage role's defaults.
+type Storage struct {
+	// Listen is the host:port to listen on, e.g. 127.0.0.1:9001. Required.
+	Listen string `yaml:"listen"`
+	// Root is the directory served; it must exist. Required.
+	Root string `yaml:"root"`
+	// TLSCert is a PEM certificate chain; with TLSKey it turns on HTTPS.
+	// Both or neither must be set.
+	TLSCert string `yaml:"tls_cert"`
+	// TLSKey is the PEM private key for TLSCert.
+	TLSKey string `yaml:"tls_key"`
+	// AccessLog turns on one Info-level log line per request. Default
+	// false: the access log sits on the HEAD hot path.
+	AccessLog bool `yaml:"access_log"`
+	// MaxUpload is the largest PUT body accepted, in bytes. Zero: no
+	// limit.
+	MaxUpload int64 `yaml:"max_upload"`
+	// MetricsPath is the URL path of GET /metrics on the same listener.
+	// Empty: "/metrics"; "-" turns it off.
+	MetricsPath string `yaml:"metrics_path"`
+	// StaleUploadAge is how old an upload temp file left by a crash must
+	// be before the janitor removes it ("1h"). Zero: 1 h.
+	StaleUploadAge Duration `yaml:"stale_upload_age"`
+	// MaxListings is how many whole-directory reads (PROPFIND Depth 1,
+	// GET of a directory) may run at once. Zero: the storage default.
+	MaxListings int `yaml:"max_listings"`
 }
 
 // Federation is the federator: one namespace over many endpoints.
@@ -99,7 +128,7 @@ type Federation struct {
 	// Admin restricts the federator's admin API (POST /api/reload).
 	Admin Admin `yaml:"admin"`
 
-	// RestartNeeded is not read from the file: lakefed serve fills it,
+	// RestartNeeded is not read from the file: package server fills it,
 	// when it reloads the file, with the settings that changed but are
 	// read only at start (RestartChanges), so that the reload answer can
 	// say so. Nil: none.
@@ -138,7 +167,9 @@ type MetadataCache struct {
 
 // Health configures how endpoints are marked down and up again.
 type Health struct {
-	// Interval between active probes of each endpoint. Default 5s.
+	// Interval between active probes of each endpoint. Default 2s: a
+	// probe that fails fast (a refused connection) is repeated at once,
+	// so a dead site is excluded within one interval.
 	Interval Duration `yaml:"interval"`
 	// Timeout is the probe's latency limit: a probe slower than this
 	// failed. Default 2s.
@@ -158,10 +189,6 @@ type Health struct {
 // timeout, ca_file, ...) are endpoint.Config's, inline.
 type Endpoint struct {
 	endpoint.Config `yaml:",inline"`
-	// Kind is "" (from the URL's scheme) or "upstream": another lakefed
-	// federator reached over http(s), asked only when no local endpoint
-	// has a file. lakefed:// and lakefeds:// URLs are upstreams too.
-	Kind string `yaml:"kind"`
 	// Prefix is the part of the federated namespace the endpoint holds.
 	// Default "/".
 	Prefix string `yaml:"prefix"`
@@ -253,7 +280,7 @@ const (
 	DefaultMaxEntries   = 100000
 	DefaultTTL          = 60 * time.Second
 	DefaultNegativeTTL  = 5 * time.Second
-	DefaultInterval     = 5 * time.Second
+	DefaultInterval     = 2 * time.Second
 	DefaultProbeTimeout = 2 * time.Second
 	DefaultFailAfter    = 2
 	DefaultErrorLimit   = 5
@@ -549,15 +576,15 @@ func (f *Federation) validate(v *validator, path string) {
 	}
 }
 
-// validatePresign refuses an s3 endpoint whose pre-signed redirect URLs
+// validatePresign refuses an endpoint (s3) whose pre-signed redirect URLs
 // expire sooner than the metadata cache keeps them: a client redirected
 // from a cached answer near the end of its TTL would get a dead URL. The
 // federator refuses it too at start (federation.Reload); here check-config
 // finds it, with the line. Proxied endpoints are exempt: their URLs are
 // never handed out.
 func (f *Federation) validatePresign(v *validator, p string, e *Endpoint) {
-	u, err := url.Parse(e.URL)
-	if err != nil || u.Scheme != "s3" || e.EffectiveMode(f) == "proxy" {
+	s, _, err := endpoint.Resolve(e.Config)
+	if err != nil || s.Can&endpoint.CapPresign == 0 || e.EffectiveMode(f) == "proxy" {
 		return
 	}
 	expiry, what := endpoint.DefaultPresignExpiry, "the default presign_expiry"
@@ -571,10 +598,6 @@ func (f *Federation) validatePresign(v *validator, p string, e *Endpoint) {
 	}
 }
 
-// Schemes endpoints may use. s3 and root are accepted here; whether the
-// kind exists in this build is the constructor's business.
-var schemes = []string{"file", "http", "https", "dav", "davs", "s3", "root", "roots", "lakefed", "lakefeds"}
-
 func (e *Endpoint) validate(v *validator, p string) {
 	switch {
 	case e.Name == "":
@@ -582,26 +605,13 @@ func (e *Endpoint) validate(v *validator, p string) {
 	case !validName(e.Name):
 		v.errorf(p+".name", "%q: use letters, digits, '.', '_' and '-' only", e.Name)
 	}
+	// The table of schemes decides, as it does for kinds.New: what one
+	// accepts the other builds.
+	var fe *endpoint.FieldError
 	if e.URL == "" {
 		v.errorf(p+".url", "missing")
-	} else if u, err := url.Parse(e.URL); err != nil {
-		v.errorf(p+".url", "%v", err)
-	} else {
-		known := false
-		for _, s := range schemes {
-			known = known || u.Scheme == s
-		}
-		switch {
-		case !known:
-			v.errorf(p+".url", "scheme %q is not one of %s", u.Scheme, strings.Join(schemes, ", "))
-		case u.Scheme != "file" && u.Host == "":
-			v.errorf(p+".url", "%q has no host", e.URL)
-		case e.Kind == "upstream" && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "lakefed" && u.Scheme != "lakefeds":
-			v.errorf(p+".url", "an upstream federator needs an http(s):// or lakefed(s):// URL")
-		}
-	}
-	if e.Kind != "" && e.Kind != "upstream" {
-		v.errorf(p+".kind", "%q is not \"upstream\" (leave it out to choose by the URL)", e.Kind)
+	} else if _, _, err := endpoint.Resolve(e.Config); errors.As(err, &fe) {
+		v.errorf(p+"."+fe.Field, "%s", fe.Msg)
 	}
 	for _, f := range []struct{ name, val string }{{"prefix", e.Prefix}, {"path", e.Path}} {
 		if c, err := httpx.CleanPath(f.val); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
 )
 
 const good = `listen: 127.0.0.1:8080
@@ -125,7 +127,7 @@ func TestParseErrors(t *testing.T) {
 		{"no role", "listen: 127.0.0.1:1\n", []string{"no role configured"}},
 		{"bad listen", "listen: nowhere\nfederation:\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 1: listen: want host:port"}},
 		{"mapping for scalar", "federation:\n  mode: {a: b}\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 2: federation.mode: want a single value"}},
-		{"bad upstream", "federation:\n  endpoints: [{name: a, url: 'file:///x', kind: upstream}]\n", []string{"federation.endpoints[0].url: an upstream federator needs"}},
+		{"bad upstream", "federation:\n  endpoints: [{name: a, url: 'file:///x', kind: upstream}]\n", []string{"federation.endpoints[0].url: kind \"upstream\" needs a URL of scheme http://, https://"}},
 		{"unknown nested in storage", "storage:\n  - listen: 127.0.0.1:1\n    root: /x\n    rooot: /y\n", []string{"line 4: storage[0].rooot: unknown field"}},
 	}
 	for _, tt := range tests {
@@ -218,5 +220,34 @@ func TestPresignRule(t *testing.T) {
 				t.Fatalf("Parse = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestEveryScheme checks that the config accepts every scheme of the table
+// kinds.New builds from (kinds.TestEveryScheme builds each), with the kind
+// "kind:" may name for it, and refuses the schemes kinds.New refuses. It
+// used to accept roots://, which no kind serves, and refuse xroot://.
+func TestEveryScheme(t *testing.T) {
+	for _, s := range endpoint.Schemes() {
+		u := s.Name + "://h:1/x/"
+		if s.NoHost {
+			u = s.Name + ":///x"
+		}
+		kinds := []string{""}
+		if s.Alt != "" {
+			kinds = append(kinds, s.Alt)
+		}
+		for _, k := range kinds {
+			y := fmt.Sprintf("federation:\n  endpoints: [{name: a, url: %q, kind: %q, s3: {endpoint: 'http://h:1'}}]\n", u, k)
+			if _, err := Parse([]byte(y)); err != nil {
+				t.Errorf("scheme %s, kind %q: %v", s.Name, k, err)
+			}
+		}
+	}
+	for _, u := range []string{"roots://h:1//x", "xroots://h:1//x", "gopher://h/", "s3s://b/"} {
+		y := fmt.Sprintf("federation:\n  endpoints: [{name: a, url: %q}]\n", u)
+		if _, err := Parse([]byte(y)); err == nil || !strings.Contains(err.Error(), "is not one of") {
+			t.Errorf("url %s: Parse = %v, want a scheme error", u, err)
+		}
 	}
 }

@@ -25,7 +25,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,8 +35,7 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/results"
-	"github.com/lakefed/lakefed/internal/storage"
-	"github.com/lakefed/lakefed/internal/web"
+	"github.com/lakefed/lakefed/internal/server"
 )
 
 // DefaultListen is the federator's address unless Options.Listen says
@@ -93,9 +91,7 @@ type Site struct {
 	// reach it.
 	Writable bool
 
-	srv    *storage.Server
-	cancel context.CancelFunc // stops this site's server
-	done   chan struct{}      // closed when its Serve returned
+	site *server.Site // the running storage server
 }
 
 // siteSpecs are the three sites: two the federator redirects to, one it
@@ -130,16 +126,13 @@ type Demo struct {
 
 	opts        Options
 	parent      context.Context
-	cancelSrv   context.CancelFunc // stops the servers and the probes
+	srv         *server.Server     // every role: the sites, the federator, the store, the dashboard
 	cancelBench context.CancelFunc // stops the benchmark
-	hs          *http.Server
-	srvWG       sync.WaitGroup // the servers' goroutines
-	benchWG     sync.WaitGroup // the benchmark's goroutine
-	benchDone   chan struct{}  // closed when the benchmark finished or never ran
-	errc        chan error     // a server that failed
-	stopWatch   func() bool    // unregisters the watch on the parent ctx
-	once        sync.Once      // guards shutdown
-	stopErr     error          // what shutdown found; read after once
+	benchWG     sync.WaitGroup     // the benchmark's goroutine
+	benchDone   chan struct{}      // closed when the benchmark finished or never ran
+	stopWatch   func() bool        // unregisters the watch on the parent ctx
+	once        sync.Once          // guards shutdown
+	stopErr     error              // what shutdown found; read after once
 }
 
 // Start builds the demo and starts every server; the benchmark (when
@@ -165,17 +158,19 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
-	srvCtx, cancelSrv := context.WithCancel(context.WithoutCancel(ctx))
-	benchCtx, cancelBench := context.WithCancel(srvCtx)
+	benchCtx, cancelBench := context.WithCancel(context.WithoutCancel(ctx))
 	d := &Demo{
 		opts:        opts,
 		parent:      ctx,
-		cancelSrv:   cancelSrv,
 		cancelBench: cancelBench,
 		benchDone:   make(chan struct{}),
-		errc:        make(chan error, len(siteSpecs)+1),
 	}
+	// Listeners not yet handed to server.Start are the demo's to close.
+	lns := map[string]net.Listener{}
 	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
 		if err != nil {
 			d.shutdown()
 		}
@@ -204,14 +199,11 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 		}
 		return nil, fmt.Errorf("demo: federator: %w", err)
 	}
+	lns[fedLn.Addr().String()] = fedLn
 	d.FederatorURL = "http://" + fedLn.Addr().String()
-	fedLnOwned := true
-	defer func() {
-		if fedLnOwned {
-			fedLn.Close()
-		}
-	}()
 
+	// Each site's port next, so that the config can name it; the server
+	// then serves on these very listeners.
 	dirs := map[string]string{}
 	for _, spec := range siteSpecs {
 		s := spec
@@ -220,9 +212,13 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 			return nil, fmt.Errorf("demo: %w", err)
 		}
 		dirs[s.Name] = s.Dir
-		if err := d.startSite(srvCtx, &s); err != nil {
-			return nil, err
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("demo: %s: %w", s.Name, err)
 		}
+		lns[ln.Addr().String()] = ln
+		s.URL = "http://" + ln.Addr().String() + "/"
+		d.Sites = append(d.Sites, &s)
 	}
 	if err := writeSamples(dirs, opts.Events); err != nil {
 		return nil, err
@@ -236,42 +232,18 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: the generated config does not load: %w", err)
 	}
-	reload := func(context.Context) (*config.Federation, error) {
-		c, err := config.Load(d.ConfigPath)
-		if err != nil {
-			return nil, err
-		}
-		if c.Federation == nil {
-			return nil, errors.New("demo: the federation section is gone from " + d.ConfigPath)
-		}
-		return c.Federation, nil
-	}
-	d.Federator, err = federation.New(srvCtx, *cfg.Federation, federation.Options{Log: opts.Log, Reload: reload})
-	if err != nil {
-		return nil, err
-	}
-
 	d.DBPath = filepath.Join(d.Dir, "bench.db")
-	if d.Store, err = results.Open(srvCtx, d.DBPath); err != nil {
+	handed := lns
+	lns = nil // server.Start owns them from here on, whatever it returns
+	d.srv, err = server.Start(ctx, cfg, server.Options{ConfigPath: d.ConfigPath, Listeners: handed,
+		ResultsPath: d.DBPath, Log: opts.Log})
+	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-
-	// The dashboard, with its latency history sampled while the demo runs.
-	dash := web.New(web.Options{Store: d.Store, Federator: d.Federator, Log: opts.Log})
-	d.srvWG.Go(func() { dash.Run(srvCtx) })
-	d.hs = &http.Server{
-		Handler:           web.Front(d.Federator.Handler(), dash),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelDebug),
+	d.Federator, d.Store = d.srv.Federator(), d.srv.Store()
+	for i, s := range d.Sites {
+		s.site = d.srv.Sites()[i]
 	}
-	fedLnOwned = false
-	d.srvWG.Go(func() {
-		if err := d.hs.Serve(fedLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.errc <- fmt.Errorf("demo: federator: %w", err)
-		}
-	})
 
 	d.WriteHelp(opts.Out)
 	if opts.Bench {
@@ -284,30 +256,6 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	}
 	d.stopWatch = context.AfterFunc(ctx, d.shutdown)
 	return d, nil
-}
-
-// startSite starts one storage server on a free loopback port.
-func (d *Demo) startSite(ctx context.Context, s *Site) error {
-	srv, err := storage.New(storage.Config{Listen: "127.0.0.1:0", Root: s.Dir}, d.opts.Log)
-	if err != nil {
-		return fmt.Errorf("demo: %s: %w", s.Name, err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		return fmt.Errorf("demo: %s: %w", s.Name, err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	s.srv, s.cancel, s.done = srv, cancel, make(chan struct{})
-	s.URL = srv.URL(ln.Addr())
-	d.Sites = append(d.Sites, s)
-	d.srvWG.Go(func() {
-		defer close(s.done)
-		if err := srv.Serve(sctx, ln); err != nil {
-			d.errc <- fmt.Errorf("demo: %s: %w", s.Name, err)
-		}
-	})
-	return nil
 }
 
 // Site returns the named site, or nil.
@@ -329,13 +277,7 @@ func (d *Demo) StopSite(name string) error {
 	if s == nil {
 		return fmt.Errorf("demo: no site %q", name)
 	}
-	s.cancel()
-	select {
-	case <-s.done:
-		return nil
-	case <-time.After(15 * time.Second):
-		return fmt.Errorf("demo: %s did not stop within 15s", name)
-	}
+	return s.site.Stop()
 }
 
 // BenchDone is closed when the start-up benchmark has finished (at once
@@ -348,7 +290,8 @@ func (d *Demo) Wait() error {
 	var err error
 	select {
 	case <-d.parent.Done():
-	case err = <-d.errc:
+	case err = <-d.srv.Err():
+		err = fmt.Errorf("demo: %w", err)
 	}
 	return errors.Join(err, d.Stop())
 }
@@ -366,29 +309,15 @@ func (d *Demo) Stop() error {
 }
 
 // shutdown is Stop's work, done once. The benchmark stops first, so that
-// it can still remove its test files through the servers.
+// it can still remove its test files through the servers; then the
+// server stops its roles in order (server.Shutdown).
 func (d *Demo) shutdown() {
 	d.once.Do(func() {
 		var errs []error
 		d.cancelBench()
 		d.benchWG.Wait()
-		if d.hs != nil {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := d.hs.Shutdown(sctx); err != nil {
-				d.hs.Close()
-			}
-			cancel()
-		}
-		d.cancelSrv()
-		d.srvWG.Wait()
-		if d.Federator != nil {
-			errs = append(errs, d.Federator.Close())
-		}
-		for _, s := range d.Sites {
-			errs = append(errs, s.srv.Close())
-		}
-		if d.Store != nil {
-			errs = append(errs, d.Store.Close())
+		if d.srv != nil {
+			errs = append(errs, d.srv.Close())
 		}
 		if d.Temporary {
 			errs = append(errs, os.RemoveAll(d.Dir))

@@ -13,11 +13,16 @@ import (
 type Config struct {
 	// Name identifies the endpoint in logs, metrics and errors. Required.
 	Name string `yaml:"name"`
-	// URL says where the endpoint is and, by its scheme, which kind it is:
-	// file:///dir, http(s)://host/path, dav(s)://host/path (same as
-	// http(s)), and later s3://bucket/prefix, root://host//path,
-	// lakefed(s)://host/ (another federator). Required.
+	// URL says where the endpoint is and, by its scheme, which kind it is
+	// (the table is Schemes): file:///dir, http(s)://host/path,
+	// dav(s)://host/path (same as http(s)), s3://bucket/prefix,
+	// root://host//path, lakefed(s)://host/ (another federator). Required.
 	URL string `yaml:"url"`
+	// Kind is "" (the kind the URL's scheme names) or the other kind the
+	// scheme's row allows (Scheme.Alt): "upstream" for an http(s) URL of
+	// another lakefed federator, asked only when no local endpoint has a
+	// file.
+	Kind string `yaml:"kind"`
 	// Timeout bounds each metadata operation (stat, list, delete, mkdir,
 	// probe) and the wait for the first byte of a read. Zero means 10s.
 	Timeout time.Duration `yaml:"timeout"`

@@ -106,6 +106,38 @@ type Redirecter interface {
 	RedirectURL(ctx context.Context, path string, op Op) (*url.URL, error)
 }
 
+// RedirectGate is implemented by Redirecters whose config decides whether
+// they have URLs an HTTP client can follow: a root:// endpoint has them
+// only with an HTTP door (http_url).
+type RedirectGate interface {
+	// CanRedirect reports whether RedirectURL gives such URLs.
+	CanRedirect() bool
+}
+
+// CanRedirect reports whether clients can be sent to ep: it is a
+// Redirecter, and says so when it is a RedirectGate. Endpoints that cannot
+// are proxied whatever the mode.
+func CanRedirect(ep Endpoint) bool {
+	if _, ok := ep.(Redirecter); !ok {
+		return false
+	}
+	if g, ok := ep.(RedirectGate); ok {
+		return g.CanRedirect()
+	}
+	return true
+}
+
+// Presigner is implemented by endpoints whose redirect URLs carry a
+// signature that expires (S3). The federator refuses one whose URLs expire
+// sooner than its metadata cache keeps them, renews cached URLs before
+// they do, and takes writes to it through itself (a pre-signed PUT would
+// store the bytes without their adler32).
+type Presigner interface {
+	Redirecter
+	// PresignExpiry is how long a redirect URL stays valid once made.
+	PresignExpiry() time.Duration
+}
+
 // Checksummer is implemented by endpoints that can compute or look up a
 // checksum without the caller reading the whole file.
 type Checksummer interface {
@@ -165,8 +197,9 @@ func RedirectURL(ctx context.Context, ep Endpoint, path string, op Op) (*url.URL
 	return nil, ErrUnsupported
 }
 
-// Checksum returns path's checksum for algo: from Stat when the endpoint
-// reports it there, else from the Checksummer, else ErrUnsupported.
+// Checksum returns path's checksum for algo: from the Checksummer when
+// the kind is one (it may look the sum up or compute it), else from Stat
+// when the endpoint reports it there, else ErrUnsupported.
 func Checksum(ctx context.Context, ep Endpoint, path, algo string) (string, error) {
 	if c, ok := ep.(Checksummer); ok {
 		return c.Checksum(ctx, path, algo)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"syscall"
 )
 
@@ -34,6 +35,32 @@ var (
 	// and again must not get the whole endpoint marked down.
 	ErrPathUnavailable = &classed{msg: "unavailable behind the endpoint", class: ErrUnavailable}
 )
+
+// OpError is the error of an endpoint's method: which kind failed doing
+// what on which path, and why, as fs.PathError is for files. Err wraps the
+// class (ErrNotFound, ErrUnavailable, ErrRefused...), so errors.Is sees it
+// through the OpError. Callers that already say the operation and the path
+// (the CLI) print Err alone.
+type OpError struct {
+	// Kind is the kind's name (KindS3...).
+	Kind string
+	// Op is the operation: "stat", "list", "open", "read", "put",
+	// "delete", "mkdir", "probe", "checksum", "redirect".
+	Op string
+	// Path is the endpoint path, or "" when the operation has none (probe).
+	Path string
+	Err  error
+}
+
+// Error is `kind: op "path": err`, or `kind: op: err` without a path.
+func (e *OpError) Error() string {
+	if e.Path == "" {
+		return e.Kind + ": " + e.Op + ": " + e.Err.Error()
+	}
+	return e.Kind + ": " + e.Op + " " + strconv.Quote(e.Path) + ": " + e.Err.Error()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
 
 // classed is a sentinel that also matches the broader class it belongs to.
 type classed struct {

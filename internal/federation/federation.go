@@ -42,7 +42,6 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
-	"github.com/lakefed/lakefed/internal/endpoint/upstream"
 )
 
 // NewEndpointFunc builds one endpoint from its config.
@@ -167,17 +166,18 @@ func New(ctx context.Context, cfg config.Federation, opts Options) (*Federator, 
 	return f, nil
 }
 
-// DefaultNewEndpoint builds endpoints with the kind table; an http(s) URL
-// marked "kind: upstream" is another lakefed federator.
+// DefaultNewEndpoint builds endpoints with the kind table (kinds.New):
+// lakefed(s):// URLs, and http(s) URLs marked "kind: upstream", are other
+// lakefed federators.
 func DefaultNewEndpoint(ctx context.Context, cfg config.Endpoint, log *slog.Logger) (endpoint.Endpoint, error) {
-	if cfg.Kind == "upstream" {
-		return upstream.New(ctx, cfg.Config, log)
-	}
 	return kinds.New(ctx, cfg.Config, log)
 }
 
+// isUpstream reports whether cfg is another federator, asked only when no
+// local endpoint has the file.
 func isUpstream(cfg config.Endpoint) bool {
-	return cfg.Kind == "upstream" || strings.HasPrefix(cfg.URL, "lakefed://") || strings.HasPrefix(cfg.URL, "lakefeds://")
+	_, kind, err := endpoint.Resolve(cfg.Config)
+	return err == nil && kind == endpoint.KindUpstream
 }
 
 // Reload applies a new config: endpoints whose config did not change keep
@@ -312,22 +312,9 @@ func (s *snapshot) invalidate(p string, hold time.Duration) {
 
 // wantProxy reports whether the bytes of ec's files go through the
 // federator: in proxy mode, and for endpoints clients cannot be sent to
-// (no Redirecter, or a root:// endpoint without an HTTP door: HTTP
-// clients cannot follow a redirect to root://).
+// (the kind says: endpoint.CanRedirect).
 func wantProxy(f *config.Federation, ec config.Endpoint, ep endpoint.Endpoint) bool {
-	_, canRedirect := ep.(endpoint.Redirecter)
-	if canRedirect && ec.HTTPURL == "" {
-		if u, err := url.Parse(ec.URL); err == nil && (strings.EqualFold(u.Scheme, "root") || strings.EqualFold(u.Scheme, "xroot")) {
-			canRedirect = false
-		}
-	}
-	return ec.EffectiveMode(f) == "proxy" || !canRedirect
-}
-
-// presigner is implemented by endpoints whose redirect URLs carry a
-// signature that expires (s3.Endpoint).
-type presigner interface {
-	PresignExpiry() time.Duration
+	return ec.EffectiveMode(f) == "proxy" || !endpoint.CanRedirect(ep)
 }
 
 // checkPresign refuses an endpoint, cfg.Endpoints[i], whose redirect URLs
@@ -364,7 +351,7 @@ func (f *Federator) newMember(cfg *config.Federation, ec config.Endpoint) (*memb
 		writable: ec.Writable,
 		proxy:    wantProxy(cfg, ec, ep),
 	}
-	if ps, ok := ep.(presigner); ok {
+	if ps, ok := ep.(endpoint.Presigner); ok {
 		m.presign = ps.PresignExpiry()
 		// A pre-signed PUT stores the bytes without the adler32 that
 		// lakefed keeps on every object it writes, and is one PUT (at

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
@@ -130,9 +131,26 @@ func (f *Federator) probeLoop(ctx context.Context, m *member) {
 	}
 }
 
-// probeOnce runs one probe. A probe slower than the health timeout failed
-// even if it answered: an endpoint that slow is no use to a client.
+// probeOnce runs one round of probes: one, and more at once while the
+// connection is refused.
+//
+// A refused connection is certain: nothing listens where the endpoint
+// was (a killed server, a stopped door). Waiting an interval to see it
+// again kept a killed site in use for FailAfter intervals (4 s with
+// interval 2 s), so it is probed again at once, and a dead site is down
+// within one interval of dying. Every other failure keeps the
+// hysteresis, FailAfter probes an interval apart: a timeout may be a
+// slow moment of the network, an error answer (503 while starting) a
+// passing one.
 func (f *Federator) probeOnce(ctx context.Context, s *snapshot, m *member) {
+	for f.probe(ctx, s, m) && m.h.up.Load() {
+	}
+}
+
+// probe runs one probe and reports whether its connection was refused
+// (see probeOnce). A probe slower than the health timeout failed even if
+// it answered: an endpoint that slow is no use to a client.
+func (f *Federator) probe(ctx context.Context, s *snapshot, m *member) (refused bool) {
 	hc := s.cfg.Health
 	pctx, cancel := context.WithTimeout(ctx, hc.Timeout.D())
 	start := time.Now()
@@ -140,7 +158,7 @@ func (f *Federator) probeOnce(ctx context.Context, s *snapshot, m *member) {
 	d := time.Since(start)
 	cancel()
 	if ctx.Err() != nil {
-		return // shutting down: not the endpoint's fault
+		return false // shutting down: not the endpoint's fault
 	}
 	if err == nil && d > hc.Timeout.D() {
 		err = errors.New("probe slower than the health timeout")
@@ -154,11 +172,12 @@ func (f *Federator) probeOnce(ctx context.Context, s *snapshot, m *member) {
 		if !m.h.up.Load() && !m.h.excluded.Load() && int(m.h.probeOKs.Add(1)) >= hc.RecoverAfter {
 			f.setState(m, true, "probes")
 		}
-		return
+		return false
 	}
 	m.h.setErr(err)
 	m.h.probeOKs.Store(0)
 	if int(m.h.probeFails.Add(1)) >= hc.FailAfter {
 		f.setState(m, false, "probes")
 	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
-	"github.com/lakefed/lakefed/internal/endpoint/upstream"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // answerKind is what one endpoint said about a path.
@@ -148,7 +148,7 @@ func (f *Federator) fresh(e *entry) bool {
 func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int, early bool) *entry {
 	ctx = context.WithoutCancel(ctx)
 	if hops > 0 {
-		ctx = upstream.WithHops(ctx, hops)
+		ctx = httpx.WithHops(ctx, hops)
 	}
 	e := &entry{epoch: f.epoch.Load()}
 	rest := f.fanout(ctx, s, s.locals, p, e, early)
@@ -195,7 +195,12 @@ func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int,
 // timeout, 10 s by default) does not hold the answer up: it is recorded
 // as slow, the entry is incomplete, and the full answer replaces it in
 // the cache when the slow endpoints are done.
-const foundGrace = 50 * time.Millisecond
+//
+// The grace is at least foundGrace and at least twice the time the first
+// "found" took: on a loaded machine every answer is slower, and a grace
+// shorter than the scheduler's delays would drop healthy replicas from
+// the first answer (they come back with the background completion).
+const foundGrace = 100 * time.Millisecond
 
 // probe is one endpoint's answer to a look-up.
 type probe struct {
@@ -246,6 +251,7 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 		return nil
 	}
 	done := make(chan int, len(asked))
+	start := time.Now()
 	for i := range asked {
 		go func() {
 			res[i] = f.ask(ctx, shared, s, asked[i], p)
@@ -262,7 +268,7 @@ collect:
 			got[i] = true
 			pending--
 			if early && grace == nil && res[i].err == nil && !res[i].down {
-				t := time.NewTimer(foundGrace)
+				t := time.NewTimer(max(foundGrace, 2*time.Since(start)))
 				defer t.Stop()
 				grace = t.C
 			}
@@ -317,12 +323,15 @@ func (f *Federator) ask(ctx, shared context.Context, s *snapshot, m *member, p s
 // recorded as slow and makes e incomplete.
 func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, got []bool) {
 	for i, m := range asked {
+		if got != nil && !got[i] {
+			// Its goroutine still writes res[i]: not a byte of it is read.
+			e.answers = append(e.answers, answer{m: m, kind: ansSlow})
+			e.incomplete = true
+			continue
+		}
 		r := res[i]
 		a := answer{m: m, dur: r.dur}
 		switch {
-		case got != nil && !got[i]:
-			a.kind = ansSlow
-			e.incomplete = true
 		case r.down:
 			a.kind = ansDown
 			e.incomplete = true

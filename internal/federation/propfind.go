@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
-	"github.com/lakefed/lakefed/internal/endpoint/upstream"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // listing is a directory merged across endpoints.
@@ -30,7 +30,7 @@ type listing struct {
 // directories (parents of endpoint prefixes) are added.
 func (f *Federator) list(ctx context.Context, s *snapshot, p string, hops int) listing {
 	if hops > 0 {
-		ctx = upstream.WithHops(ctx, hops)
+		ctx = httpx.WithHops(ctx, hops)
 	}
 	byName := map[string]endpoint.Info{}
 	var l listing
@@ -144,7 +144,8 @@ func (f *Federator) listOn(ctx context.Context, s *snapshot, members []*member, 
 // listing merged across endpoints. Depth infinity is refused with 403 and
 // propfind-finite-depth, as the RFC allows. The request body is not read:
 // every answer carries the live properties clients use.
-func (f *Federator) servePropfind(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
+func (f *Federator) servePropfind(rq *request) {
+	w, r, s, p, hops := rq.w, rq.r, rq.s, rq.p, rq.hops
 	depth := r.Header.Get("Depth")
 	if depth != "0" && depth != "1" {
 		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
@@ -154,7 +155,7 @@ func (f *Federator) servePropfind(w http.ResponseWriter, r *http.Request, s *sna
 	}
 	e := f.lookup(r.Context(), s, p, hops)
 	if e.status != http.StatusOK {
-		f.writeMissing(w, r, s, p, e)
+		f.writeMissing(rq, e)
 		return
 	}
 	self := endpoint.Info{Name: path.Base(p), Size: e.size, ModTime: e.modTime, IsDir: e.isDir}
@@ -168,7 +169,7 @@ func (f *Federator) servePropfind(w http.ResponseWriter, r *http.Request, s *sna
 	if depth == "1" && e.isDir {
 		l := f.list(r.Context(), s, p, hops)
 		if l.status != http.StatusOK {
-			f.writeMissing(w, r, s, p, &entry{status: l.status, answers: l.answers})
+			f.writeMissing(rq, &entry{status: l.status, answers: l.answers})
 			return
 		}
 		for _, it := range l.items {

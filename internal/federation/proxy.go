@@ -46,7 +46,8 @@ var errIdle = errors.New("no bytes within the proxy idle timeout")
 //     response, so the client sees a broken transfer, never a splice of
 //     two files.
 //   - A replica silent for proxy_idle_timeout is left like a failed one.
-func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, p string, rk []ranked, fresh bool) error {
+func (f *Federator) proxy(rq *request, rk []ranked, fresh bool) error {
+	w, r, s, p := rq.w, rq.r, rq.s, rq.p
 	size := rk[0].r.info.Size
 	reps := make([]*replica, 0, len(rk))
 	for _, x := range rk {
@@ -83,7 +84,7 @@ func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, p
 				return errStale
 			}
 		}
-		f.writeOpenFailure(w, s, p, err)
+		f.writeOpenFailure(rq, err)
 		return nil
 	}
 	if fr.changed {
@@ -124,7 +125,7 @@ func (f *Federator) proxy(w http.ResponseWriter, r *http.Request, s *snapshot, p
 		// it gets the whole of this one.
 		ranges = nil
 		if err := fr.seek(httpx.Range{Start: 0, Length: size}); err != nil {
-			f.writeOpenFailure(w, s, p, err)
+			f.writeOpenFailure(rq, err)
 			return nil
 		}
 	}
@@ -182,19 +183,6 @@ func ifRangeMatches(ir, etag, lastMod string) bool {
 		return etag != "" && httpx.ETagMatch(ir, etag, false)
 	}
 	return lastMod != "" && ir == lastMod
-}
-
-// writeOpenFailure answers a proxied read whose every replica failed
-// before the first byte: 404 when each said the file is gone, else 503
-// with Retry-After, naming what each said.
-func (f *Federator) writeOpenFailure(w http.ResponseWriter, s *snapshot, p string, err error) {
-	code := http.StatusServiceUnavailable
-	if endpoint.Class(err) == endpoint.ErrNotFound {
-		code = http.StatusNotFound
-	} else {
-		pathUnavailable(w, s, []string{"every replica"})
-	}
-	httpError(w, code, fmt.Sprintf("lakefed: %s: no replica could be read\n%v", p, err))
 }
 
 // servedSums returns the checksums algos of the replica served: from its

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
-	"github.com/lakefed/lakefed/internal/endpoint/upstream"
 	"github.com/lakefed/lakefed/internal/httpx"
 )
 
@@ -42,20 +41,6 @@ func writable(s *snapshot, p string, hops int) (up []*member, down int) {
 	return up, down
 }
 
-// statusOf maps an endpoint error to the status the federator answers.
-func statusOf(err error) int {
-	switch endpoint.Class(err) {
-	case endpoint.ErrNotFound:
-		return http.StatusNotFound
-	case endpoint.ErrRefused:
-		if errors.Is(err, endpoint.ErrExist) {
-			return http.StatusConflict
-		}
-		return http.StatusForbidden
-	}
-	return http.StatusServiceUnavailable
-}
-
 // servePut places a file. The rules (README, "Guarantees"):
 //
 //   - A Content-Range is refused with 400: a PUT stores a whole file
@@ -80,7 +65,8 @@ func statusOf(err error) int {
 //     marked stale and never ranked until a look-up sees it change. The
 //     metadata cache entry is dropped.
 //   - 201 when the file is new, 204 when it replaced one (RFC 9110 §9.3.4).
-func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
+func (f *Federator) servePut(rq *request) {
+	w, r, s, p, hops := rq.w, rq.r, rq.s, rq.p, rq.hops
 	if _, ok := r.Header["Content-Range"]; ok {
 		httpError(w, http.StatusBadRequest, "lakefed: PUT with Content-Range: partial writes are not supported (RFC 9110 §14.5)")
 		return
@@ -93,7 +79,7 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 	cands, down := writable(s, p, hops)
 	if len(cands) == 0 {
 		if down > 0 {
-			pathUnavailable(w, s, nil)
+			pathUnavailable(rq, nil)
 			httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed: %s: every writable endpoint for this path is down", p))
 			return
 		}
@@ -103,7 +89,7 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 	e := f.locate(r.Context(), s, p, hops, false)
 	if code, msg := putPreconditions(r.Header, e); code != 0 {
 		if code == http.StatusServiceUnavailable {
-			pathUnavailable(w, s, nil)
+			pathUnavailable(rq, nil)
 		}
 		httpError(w, code, fmt.Sprintf("lakefed: %s: %s", p, msg))
 		return
@@ -135,7 +121,7 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 	}
 	ctx := r.Context()
 	if hops > 0 {
-		ctx = upstream.WithHops(ctx, hops)
+		ctx = httpx.WithHops(ctx, hops)
 	}
 	start := time.Now()
 	body := &checkedBody{r: r.Body, want: want, hashes: newHashes(want)}
@@ -149,7 +135,7 @@ func (f *Federator) servePut(w http.ResponseWriter, r *http.Request, s *snapshot
 		if ctx.Err() == nil {
 			f.requestResult(s, m, err, 0)
 		}
-		httpError(w, statusOf(err), fmt.Sprintf("lakefed: put %s on %s: %v", p, m.name, err))
+		httpError(w, endpoint.HTTPStatus(err), fmt.Sprintf("lakefed: put %s on %s: %v", p, m.name, err))
 		return
 	}
 	f.requestResult(s, m, nil, time.Since(start))
@@ -328,11 +314,12 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 // afresh (not from the cache) so that no replica is missed. 204 when every
 // replica went, 404 when there was none, else the worst failure with a
 // body saying which endpoint said what.
-func (f *Federator) serveDelete(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
+func (f *Federator) serveDelete(rq *request) {
+	w, r, s, p, hops := rq.w, rq.r, rq.s, rq.p, rq.hops
 	e := f.locate(r.Context(), s, p, hops, false)
 	defer s.invalidate(p, 0)
 	if e.status != http.StatusOK {
-		f.writeMissing(w, r, s, p, e)
+		f.writeMissing(rq, e)
 		return
 	}
 	if len(e.replicas) == 0 {
@@ -341,7 +328,7 @@ func (f *Federator) serveDelete(w http.ResponseWriter, r *http.Request, s *snaps
 	}
 	ctx := r.Context()
 	if hops > 0 {
-		ctx = upstream.WithHops(ctx, hops)
+		ctx = httpx.WithHops(ctx, hops)
 	}
 	errs := make([]error, len(e.replicas))
 	var wg sync.WaitGroup
@@ -371,7 +358,7 @@ func (f *Federator) serveDelete(w http.ResponseWriter, r *http.Request, s *snaps
 			continue
 		}
 		fmt.Fprintf(&b, "%s: %v\n", rep.m.name, errs[i])
-		if st := statusOf(errs[i]); status == http.StatusNoContent || st == http.StatusServiceUnavailable {
+		if st := endpoint.HTTPStatus(errs[i]); status == http.StatusNoContent || st == http.StatusServiceUnavailable {
 			status = st
 		}
 	}
@@ -386,19 +373,20 @@ func (f *Federator) serveDelete(w http.ResponseWriter, r *http.Request, s *snaps
 		return
 	}
 	if status == http.StatusServiceUnavailable {
-		pathUnavailable(w, s, nil)
+		pathUnavailable(rq, nil)
 	}
 	httpError(w, status, fmt.Sprintf("lakefed: delete %s: not every replica was deleted\n%s", p, b.String()))
 }
 
 // serveMkcol creates the directory p on every healthy writable endpoint
 // that could hold it: 201 when at least one did.
-func (f *Federator) serveMkcol(w http.ResponseWriter, r *http.Request, s *snapshot, p string) {
+func (f *Federator) serveMkcol(rq *request) {
+	w, r, s, p := rq.w, rq.r, rq.s, rq.p
 	cands, down := writable(s, p, s.cfg.MaxHops) // never upstreams: they have their own
 	defer s.invalidate(p, 0)
 	if len(cands) == 0 {
 		if down > 0 {
-			pathUnavailable(w, s, nil)
+			pathUnavailable(rq, nil)
 			httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed: %s: every writable endpoint for this path is down", p))
 			return
 		}
@@ -425,7 +413,7 @@ func (f *Federator) serveMkcol(w http.ResponseWriter, r *http.Request, s *snapsh
 			return
 		}
 		fmt.Fprintf(&b, "%s: %v\n", m.name, errs[i])
-		if st := statusOf(errs[i]); status == 0 || st == http.StatusServiceUnavailable {
+		if st := endpoint.HTTPStatus(errs[i]); status == 0 || st == http.StatusServiceUnavailable {
 			status = st
 		}
 	}

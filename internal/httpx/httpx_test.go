@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,12 @@ func TestDigest(t *testing.T) {
 	}
 	if got := ParseWantDigest("md5;q=0.3, adler32, sha;q=1, crc32c;q=0"); strings.Join(got, ",") != "adler32,md5" {
 		t.Errorf("ParseWantDigest = %v, want [adler32 md5]", got)
+	}
+}
+
+func TestHops(t *testing.T) {
+	ctx := WithHops(context.Background(), 2)
+	if Hops(ctx) != 2 || Hops(context.Background()) != 0 {
+		t.Error("WithHops/Hops do not round-trip")
 	}
 }

@@ -81,3 +81,11 @@ func ETagMatch(list, tag string, weak bool) bool {
 		}
 	}
 }
+
+// TrimETag returns the opaque part of an entity tag: without the weak
+// marker and the quotes ("W/\"x\"" and "\"x\"" give "x"), the form
+// endpoint.Info holds.
+func TrimETag(s string) string {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "W/")
+	return strings.Trim(s, `"`)
+}

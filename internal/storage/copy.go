@@ -33,6 +33,9 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lakefed/lakefed/internal/keptsum"
+	"github.com/lakefed/lakefed/internal/storage/davlock"
 )
 
 // errLoop is a symlink inside a collection being copied that leads back
@@ -77,11 +80,11 @@ func (s *Server) serveCopyMove(w http.ResponseWriter, r *http.Request, src strin
 	}
 	overwrite := r.Header.Get("Overwrite") != "F"
 	// RFC 4918 §7.5.1: a COPY only needs the destination unlocked.
-	targets := []lockTarget{{path: cm.dst, deep: true}}
+	targets := []davlock.Target{{Path: cm.dst, Deep: true}}
 	if cm.move {
-		targets = append(targets, lockTarget{path: cm.src, deep: true})
+		targets = append(targets, davlock.Target{Path: cm.src, Deep: true})
 	}
-	release, ok := s.guardLocks(w, r, targets...)
+	release, ok := s.locks.Guard(w, r, targets...)
 	if !ok {
 		return
 	}
@@ -442,7 +445,7 @@ func (c *copier) copyFile(srcRel string, dstDir int, name string) error {
 		return err
 	}
 	var after, ost unix.Stat_t
-	if len(sums) > 0 && unix.Fstat(ifd, &after) == nil && sameVersion(&st, &after) && unix.Fstat(ofd, &ost) == nil {
+	if len(sums) > 0 && unix.Fstat(ifd, &after) == nil && keptsum.SameVersion(&st, &after) && unix.Fstat(ofd, &ost) == nil {
 		c.sums = append(c.sums, copiedSums{st: ost, sums: sums, top: name == c.top})
 	}
 	return out.Close()

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/storage/davlock"
 	"golang.org/x/net/webdav"
 	"golang.org/x/sys/unix"
 )
@@ -125,8 +126,8 @@ func (fi fileInfo) ContentType(ctx context.Context) (string, error) {
 // from the lock table. Not safe for concurrent use.
 type davFile struct {
 	*os.File
-	name  string      // clean WebDAV name, for lockdiscovery
-	locks *lockSystem // nil: no lockdiscovery
+	name  string         // clean WebDAV name, for lockdiscovery
+	locks *davlock.Locks // nil: no lockdiscovery
 }
 
 // lockDiscoveryName is the DAV:lockdiscovery property.
@@ -201,9 +202,8 @@ func (f *davFile) DeadProps() (map[xml.Name]webdav.Property, error) {
 			props = map[xml.Name]webdav.Property{}
 		}
 		var inner string
-		if f.locks.held.Load() > 0 {
-			inner = activeLocksXML(f.locks.locksOn(time.Now(), f.name))
-			inner = strings.TrimSuffix(strings.TrimPrefix(inner, "<D:lockdiscovery>"), "</D:lockdiscovery>")
+		if f.locks.Held() {
+			inner = f.locks.Discovery(time.Now(), f.name)
 		}
 		props[lockDiscoveryName] = webdav.Property{XMLName: lockDiscoveryName, InnerXML: []byte(inner)}
 	}

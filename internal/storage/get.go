@@ -221,7 +221,7 @@ func (s *Server) serveGetHead(w *respWriter, r *http.Request, p string) {
 		return
 	}
 	var ranges []httpx.Range
-	if rh := r.Header.Get("Range"); rh != "" && ifRange(r.Header.Get("If-Range"), tag, mtime) {
+	if rh, ok := byteRanges(r.Header.Get("Range")); ok && ifRange(r.Header.Get("If-Range"), tag, mtime) {
 		var err error
 		ranges, err = httpx.ParseRange(rh, st.Size)
 		if err != nil {
@@ -248,6 +248,25 @@ func (s *Server) serveGetHead(w *respWriter, r *http.Request, p string) {
 	default:
 		sendMultipart(w, f, h["Content-Type"][0], st.Size, ranges)
 	}
+}
+
+// byteRanges returns the Range header value h for httpx.ParseRange, or ok
+// false when the answer must ignore it: without one, and with a unit
+// other than bytes (RFC 9110 §14.2: "An origin server MUST ignore a Range
+// header field that contains a range unit it does not understand"). Units
+// are case-insensitive (§14.1). A value with no unit at all is not of
+// another unit but malformed, and ParseRange refuses it (416).
+func byteRanges(h string) (string, bool) {
+	unit, set, ok := strings.Cut(h, "=")
+	switch {
+	case h == "":
+		return "", false
+	case !ok || unit == "" || unit == "bytes":
+		return h, true
+	case strings.EqualFold(unit, "bytes"):
+		return "bytes=" + set, true
+	}
+	return "", false
 }
 
 // ifRange reports whether a Range applies given the If-Range value v

@@ -31,17 +31,42 @@ package storage
 // levels per pass (one descriptor per level). A tree larger than that is
 // swept only as far as the budget goes, in directory order; the pass logs
 // a warning when it stops there.
+//
+// The same pass sweeps the sidecars of kept checksums (keptsum, in
+// Root/.lakefed-sums, named by the (dev, inode) of their file). Nothing can
+// open a file by inode, so the pass first lists the sidecars (their
+// (dev, ino) sorted in memory: 17 bytes each), then, walking the tree,
+// fstats every regular file and marks its sidecar live; a sidecar whose
+// fingerprint no longer matches its file is removed there and then
+// (sidecars.file says how that stays cheap). After the walk, a sidecar whose inode was not found
+// anywhere under Root is an orphan (its file deleted, replaced, or linked
+// only outside Root) and is removed, but only when
+//   - the walk saw the whole tree: a pass cut short by its budget, its
+//     depth limit, or a directory it could not read removes no orphan;
+//   - the sidecar is older than the pass: one written meanwhile (a MOVE
+//     keeps its file's sums again after the rename) is for a file the
+//     walk may have missed.
+// A directory renamed from a part of the tree not yet walked into one
+// already walked, during the pass, hides its files; their sidecars are
+// removed, which costs a computation later, never a wrong sum. Removing a
+// sidecar is never wrong: it only means computing again.
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lakefed/lakefed/internal/keptsum"
 )
 
 // DefaultStaleUploadAge is Config.StaleUploadAge when it is zero.
@@ -69,18 +94,23 @@ func (s *Server) runJanitor(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	first := true
+	var checked time.Time // start of the last whole pass (sidecars.file)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		removed, err := s.sweepUploads(ctx, time.Now().Add(-age))
+		start := time.Now()
+		res, err := s.sweepOnce(ctx, start, age, checked)
+		if res.whole {
+			checked = start
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.log.Warn("stale upload sweep incomplete", "removed", removed, "err", err)
-		case removed > 0:
-			s.log.Info("removed stale upload temp files", "removed", removed)
+			s.log.Warn("stale upload sweep incomplete", "removed", res.uploads, "sidecars_removed", res.sidecars, "err", err)
+		case res.uploads > 0 || res.sidecars > 0:
+			s.log.Info("removed stale upload temp files and checksum sidecars", "removed", res.uploads, "sidecars_removed", res.sidecars)
 		}
 		if first {
 			close(s.swept)
@@ -97,20 +127,199 @@ type sweep struct {
 	entries int       // entries looked at so far
 	removed int
 	open    map[[2]uint64]bool // (dev, ino) of this process's open files; nil until needed
+	sums    *sidecars          // nil when Root has no sidecars
+	partial bool               // part of the tree was not seen: no sidecar is an orphan
 }
 
-// sweepUploads removes the stale upload temp files under Root and returns
-// how many it removed. Each one also counts in the stale_uploads_removed
-// metric.
-func (s *Server) sweepUploads(ctx context.Context, cutoff time.Time) (int, error) {
+// whole reports whether a pass that ended with err saw the whole tree.
+func (sw *sweep) whole(err error) bool { return err == nil && !sw.partial }
+
+// sidecars is the sweep's view of Root/.lakefed-sums.
+type sidecars struct {
+	d       *os.File    // the directory, open
+	keys    [][2]uint64 // (dev, ino) of each sidecar, sorted
+	live    []bool      // live[i]: the walk found keys[i]'s file
+	start   time.Time   // when the pass began
+	checked time.Time   // files whose ctime is before this were checked by a whole pass
+	removed int
+}
+
+// sweepResult counts what one pass removed.
+type sweepResult struct {
+	uploads  int  // stale upload temp files
+	sidecars int  // sidecars of kept checksums: stale or orphaned
+	whole    bool // the pass saw the whole tree
+}
+
+// sweepOnce removes the upload temp files older than age and the stale
+// or orphaned sidecars under Root, for a pass that starts now. checked is
+// the start of the last whole pass (zero: none). Each upload also counts
+// in the stale_uploads_removed metric.
+func (s *Server) sweepOnce(ctx context.Context, now time.Time, age time.Duration, checked time.Time) (sweepResult, error) {
 	fd, err := unix.Open(s.cfg.Root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, &os.PathError{Op: "open", Path: s.cfg.Root, Err: err}
+		return sweepResult{}, &os.PathError{Op: "open", Path: s.cfg.Root, Err: err}
 	}
-	sw := &sweep{ctx: ctx, cutoff: cutoff}
-	err = s.sweepDir(sw, fd, s.cfg.Root, 0)
+	sw := &sweep{ctx: ctx, cutoff: now.Add(-age)}
+	err = sw.listSidecars(fd, filepath.Join(s.cfg.Root, keptsum.Dir), now, checked)
+	if err == nil {
+		err = s.sweepDir(sw, fd, s.cfg.Root, 0)
+	} else {
+		unix.Close(fd)
+	}
+	if sw.sums != nil {
+		if sw.whole(err) {
+			sw.sums.removeOrphans()
+		}
+		sw.sums.d.Close()
+	}
 	s.m.staleRemoved.Add(float64(sw.removed))
-	return sw.removed, err
+	res := sweepResult{uploads: sw.removed, whole: sw.whole(err)}
+	if sw.sums != nil {
+		res.sidecars = sw.sums.removed
+	}
+	return res, err
+}
+
+// listSidecars reads the sidecar directory below the root fd into sw.sums
+// (left nil when there is none), and removes the stale temp files there
+// as sweepDir does elsewhere. Its entries count in the pass's budget.
+func (sw *sweep) listSidecars(root int, dir string, start, checked time.Time) error {
+	fd, err := unix.Openat(root, keptsum.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // none yet (or not a directory: keptsum cannot use it either)
+	}
+	sc := &sidecars{d: os.NewFile(uintptr(fd), dir), start: start, checked: checked.Add(-keptsum.SettleWindow)}
+	sw.sums = sc
+	for {
+		if err := sw.ctx.Err(); err != nil {
+			return err
+		}
+		ents, err := sc.d.ReadDir(janitorBatch)
+		for _, e := range ents {
+			if sw.entries++; sw.entries > janitorMaxEntries {
+				return errJanitorBudget
+			}
+			name := e.Name()
+			if dev, ino, ok := keptsum.ParseName(name); ok && e.Type().IsRegular() {
+				sc.keys = append(sc.keys, [2]uint64{dev, ino})
+			} else if e.Type().IsRegular() && strings.HasPrefix(name, uploadPrefix) {
+				if sw.stale(fd, name) && unix.Unlinkat(fd, name, 0) == nil {
+					sw.removed++
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// A listing that stopped part way: sweep no sidecar this
+			// pass (the walk then goes through the directory as any).
+			sc.d.Close()
+			sw.sums = nil
+			return nil
+		}
+	}
+	slices.SortFunc(sc.keys, compareKeys)
+	sc.live = make([]bool, len(sc.keys))
+	return nil
+}
+
+// compareKeys orders (dev, ino) pairs.
+func compareKeys(a, b [2]uint64) int {
+	return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+}
+
+// file checks the regular file name of directory fd against the sidecars:
+// marks its sidecar live, and removes it if its fingerprint is not the
+// file's.
+//
+// Cheaply, by two filters before any sidecar is read:
+//   - A file whose ctime is before the start of the last whole pass
+//     (sc.checked, less a clock tick) has not changed since that pass
+//     checked it, and a sidecar written since is for this version. Such
+//     files, most of them, cost the one fstat the live set needs.
+//   - The kernel stamps the file's ctime and the sidecar's mtime from the
+//     same clock. A file whose ctime is earlier than its sidecar's mtime
+//     last changed before the sidecar was written, which is then almost
+//     always for this version; it is not read. The others (changed after
+//     the write, or in the same clock tick) are read and removed when the
+//     fingerprint is not the file's. The rare stale sidecar this misses
+//     (the file changed between the writer's fstat and its write) is
+//     never trusted anyway.
+func (sc *sidecars) file(fd int, name string) {
+	if len(sc.keys) == 0 {
+		return // no sidecars: spare the fstat
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return
+	}
+	i, found := slices.BinarySearchFunc(sc.keys, [2]uint64{st.Dev, st.Ino}, compareKeys)
+	if !found || sc.live[i] {
+		return // no sidecar, or a second name of a file already checked
+	}
+	sc.live[i] = true
+	if st.Ctim.Nano() < sc.checked.UnixNano() {
+		return
+	}
+	base := path.Base(keptsum.Name(&st))
+	dfd := int(sc.d.Fd())
+	var side unix.Stat_t
+	if unix.Fstatat(dfd, base, &side, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Ctim.Nano() < side.Mtim.Nano() {
+		return
+	}
+	sfd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	var buf [keptsum.MaxSize]byte
+	n, rerr := unix.Read(sfd, buf[:])
+	ferr := unix.Fstat(sfd, &side)
+	unix.Close(sfd)
+	if rerr != nil || ferr != nil || keptsum.Parse(string(buf[:n]), &st) != nil {
+		return
+	}
+	// The file may have changed since its fstat, and the sidecar read
+	// been kept for the new version: then it stays.
+	var now unix.Stat_t
+	if unix.Fstatat(fd, name, &now, unix.AT_SYMLINK_NOFOLLOW) != nil || !keptsum.SameVersion(&now, &st) {
+		return
+	}
+	sc.remove(base, &side)
+}
+
+// removeOrphans removes the sidecars whose file the walk did not find,
+// unless written since the pass began. The kernel stamps ctime from a
+// clock that may lag time.Now by a tick, so "since" starts
+// keptsum.SettleWindow (more than a tick) before the pass.
+func (sc *sidecars) removeOrphans() {
+	since := sc.start.Add(-keptsum.SettleWindow)
+	for i, k := range sc.keys {
+		if sc.live[i] {
+			continue
+		}
+		base := path.Base(keptsum.Name(&unix.Stat_t{Dev: k[0], Ino: k[1]}))
+		var side unix.Stat_t
+		if unix.Fstatat(int(sc.d.Fd()), base, &side, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+			!time.Unix(side.Ctim.Unix()).Before(since) {
+			continue
+		}
+		sc.remove(base, &side)
+	}
+}
+
+// remove unlinks the sidecar base if it is still the inode seen as seen:
+// one replaced since (by a rename from keptsum.Write) is fresh and stays.
+func (sc *sidecars) remove(base string, seen *unix.Stat_t) {
+	var now unix.Stat_t
+	fd := int(sc.d.Fd())
+	if unix.Fstatat(fd, base, &now, unix.AT_SYMLINK_NOFOLLOW) != nil || now.Ino != seen.Ino || now.Dev != seen.Dev {
+		return
+	}
+	if unix.Unlinkat(fd, base, 0) == nil {
+		sc.removed++
+	}
 }
 
 // sweepDir sweeps the directory open as fd (and closes it), then its
@@ -134,10 +343,19 @@ func (s *Server) sweepDir(sw *sweep, fd int, dir string, depth int) error {
 				if sw.stale(fd, name) && unix.Unlinkat(fd, name, 0) == nil {
 					sw.removed++
 				}
-			case e.IsDir() && depth < janitorMaxDepth: // IsDir is false for a symlink
+			case e.Type().IsRegular() && sw.sums != nil && !strings.HasPrefix(name, reservedPrefix):
+				sw.sums.file(fd, name)
+			case e.IsDir() && depth == 0 && name == keptsum.Dir && sw.sums != nil:
+				// Swept by listSidecars.
+			case e.IsDir() && depth >= janitorMaxDepth: // IsDir is false for a symlink
+				sw.partial = true
+			case e.IsDir():
 				sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 				if err != nil {
-					continue // gone, swapped for a symlink, or no permission
+					// Gone, swapped for a symlink, or no permission: its
+					// files are not seen.
+					sw.partial = true
+					continue
 				}
 				if err := s.sweepDir(sw, sub, filepath.Join(dir, name), depth+1); err != nil {
 					return err
@@ -145,7 +363,10 @@ func (s *Server) sweepDir(sw *sweep, fd int, dir string, depth int) error {
 			}
 		}
 		if err != nil {
-			return nil // io.EOF at the end; a read error ends this directory only
+			if err != io.EOF {
+				sw.partial = true // a read error ends this directory only
+			}
+			return nil
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/storage/davlock"
 	"golang.org/x/net/webdav"
 )
 
@@ -157,7 +158,7 @@ func TestLockOnMember(t *testing.T) {
 
 // TestLockCaps: one client must not be able to stop every write on the
 // server. RFC 4918 §10.7 lets the server choose the timeout, so Infinite
-// (and no Timeout) becomes maxLockTimeout; locks per resource and per
+// (and no Timeout) becomes davlock.MaxTimeout; locks per resource and per
 // server are capped, and a LOCK past a cap is 503 with Retry-After, never
 // a 500 for other requests. nginx's dav_ext keeps one exclusive lock per
 // resource with a configured timeout (1 min by default) in a fixed-size
@@ -168,11 +169,11 @@ func TestLockCaps(t *testing.T) {
 
 	resp, body := ts.do(t, "LOCK", "/f.txt", strings.NewReader(lockXML("shared")), "Depth", "0", "Timeout", "Infinite")
 	wantStatus(t, resp, body, 200)
-	wantTimeout := "Second-" + strconv.Itoa(int(maxLockTimeout/time.Second))
+	wantTimeout := "Second-" + strconv.Itoa(int(davlock.MaxTimeout/time.Second))
 	if !strings.Contains(body, "<D:timeout>"+wantTimeout+"</D:timeout>") {
 		t.Errorf("LOCK Timeout: Infinite answered %s, want timeout %s", body, wantTimeout)
 	}
-	for i := 1; i < maxLocksPerResource; i++ {
+	for i := 1; i < davlock.MaxLocksPerResource; i++ {
 		lockFile(t, ts, "/f.txt", "shared", "Depth", "0", "Timeout", "Infinite")
 	}
 	resp, body = ts.do(t, "LOCK", "/f.txt", strings.NewReader(lockXML("shared")), "Depth", "0")
@@ -182,14 +183,14 @@ func TestLockCaps(t *testing.T) {
 	}
 	resp, body = ts.do(t, "PROPFIND", "/f.txt", strings.NewReader(`<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop><D:lockdiscovery/></D:prop></D:propfind>`), "Depth", "0")
 	wantStatus(t, resp, body, 207)
-	if n := strings.Count(body, "<D:activelock>"); n != maxLocksPerResource {
-		t.Errorf("lockdiscovery lists %d locks, want %d", n, maxLocksPerResource)
+	if n := strings.Count(body, "<D:activelock>"); n != davlock.MaxLocksPerResource {
+		t.Errorf("lockdiscovery lists %d locks, want %d", n, davlock.MaxLocksPerResource)
 	}
 
 	// Fill the server-wide table; every other write still works.
 	now := time.Now()
-	for i := ts.s.locks.count(); i < maxLocksTotal; i++ {
-		if _, err := ts.s.locks.create(now, webdav.LockDetails{Root: "/fill/" + strconv.Itoa(i), Duration: time.Hour, ZeroDepth: true}, false); err != nil {
+	for i := ts.s.locks.Count(); i < davlock.MaxLocksTotal; i++ {
+		if _, err := ts.s.locks.Create(now, webdav.LockDetails{Root: "/fill/" + strconv.Itoa(i), Duration: time.Hour, ZeroDepth: true}, false); err != nil {
 			t.Fatalf("create lock %d: %v", i, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/storage/davlock"
 )
 
 // errTooLarge is the upload passing Config.MaxUpload.
@@ -45,7 +46,7 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		httpError(w, http.StatusBadRequest, "Content-Range on PUT: partial PUT is not supported")
 		return 0
 	}
-	release, ok := s.guardLocks(w, r, lockTarget{path: p})
+	release, ok := s.locks.Guard(w, r, davlock.Target{Path: p})
 	if !ok {
 		return 0
 	}

@@ -331,7 +331,8 @@ func TestPutKeepsDeadProps(t *testing.T) {
 }
 
 // TestGetRangeEdges: RFC 9110 §14.1.2 unsatisfiable ranges get 416 with
-// "bytes */size"; a Range that would amplify the answer is refused.
+// "bytes */size"; a Range that would amplify the answer is refused; a
+// Range of another unit is ignored.
 func TestGetRangeEdges(t *testing.T) {
 	ts := startServer(t, Config{})
 	hundred := strings.Repeat("0123456789", 10)
@@ -355,6 +356,15 @@ func TestGetRangeEdges(t *testing.T) {
 		{"suffix longer than file", "/h", "bytes=-500", 206, "bytes 0-99/100", hundred},
 		{"clipped", "/h", "bytes=95-200", 206, "bytes 95-99/100", "56789"},
 		{"satisfiable among unsatisfiable", "/h", "bytes=200-300,0-0", 206, "bytes 0-0/100", "0"},
+		// RFC 9110 §14.2: a Range with a unit the server does not
+		// understand is ignored (200, the whole file), not refused.
+		{"unknown unit", "/h", "items=0-1", 200, "", hundred},
+		{"unknown unit, unsatisfiable as bytes", "/h", "items=500-600", 200, "", hundred},
+		{"unknown unit on empty", "/empty", "items=0-", 200, "", ""},
+		// Range units are case-insensitive (§14.1).
+		{"bytes in upper case", "/h", "BYTES=95-200", 206, "bytes 95-99/100", "56789"},
+		{"no unit", "/h", "=0-1", 416, "bytes */100", ""},
+		{"no equals sign", "/h", "bytes", 416, "bytes */100", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -362,7 +372,7 @@ func TestGetRangeEdges(t *testing.T) {
 			if resp.StatusCode != c.want || resp.Header.Get("Content-Range") != c.wantCR {
 				t.Errorf("GET %s Range %.40q = %d Content-Range %q, want %d %q", c.path, c.rg, resp.StatusCode, resp.Header.Get("Content-Range"), c.want, c.wantCR)
 			}
-			if c.want == 206 && body != c.wantBody {
+			if c.want != 416 && body != c.wantBody {
 				t.Errorf("GET %s Range %q body = %q, want %q", c.path, c.rg, body, c.wantBody)
 			}
 		})

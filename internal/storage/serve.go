@@ -20,13 +20,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/keptsum"
+	"github.com/lakefed/lakefed/internal/storage/davlock"
 )
 
 // Header values shared by every response. net/http only reads header
 // slices, so sharing them saves an allocation per header per request.
 var (
-	hdrTextPlain   = []string{"text/plain; charset=utf-8"}
-	hdrNosniff     = []string{"nosniff"}
 	hdrBytes       = []string{"bytes"}
 	hdrOctetStream = []string{"application/octet-stream"}
 	hdrHTML        = []string{"text/html; charset=utf-8"}
@@ -82,21 +82,15 @@ func (w *respWriter) ReadFrom(r io.Reader) (int64, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// httpError writes a one-line text/plain reason, the shape of every error
-// response this server writes itself.
+// httpError writes a one-line text/plain reason (httpx.WriteError, the
+// shape of every error answer lakefed writes itself), adding what only
+// the storage role says: every 503 it writes is transient (RFC 9110
+// §15.6.4), so it tells when to retry.
 func httpError(w http.ResponseWriter, code int, reason string) {
-	h := w.Header()
-	h.Del("Content-Length")
-	h.Del("Etag")
-	h.Del("Last-Modified")
-	h["Content-Type"] = hdrTextPlain
-	h["X-Content-Type-Options"] = hdrNosniff
-	if code == http.StatusServiceUnavailable && h["Retry-After"] == nil {
-		// Every 503 here is transient (RFC 9110 §15.6.4): say when to retry.
+	if h := w.Header(); code == http.StatusServiceUnavailable && h["Retry-After"] == nil {
 		h["Retry-After"] = hdrRetryAfter
 	}
-	w.WriteHeader(code)
-	io.WriteString(w, reason+"\n")
+	httpx.WriteError(w, code, reason)
 }
 
 // serveHTTP is the server's whole handler: checks, dispatch, metrics,
@@ -222,23 +216,23 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 			httpError(w, http.StatusForbidden, "the root cannot be deleted")
 			return 0
 		}
-		s.serveDAVWrite(w, r, lockTarget{path: p, deep: true})
+		s.serveDAVWrite(w, r, davlock.Target{Path: p, Deep: true})
 	case "PROPPATCH":
 		if code, reason := checkXMLBody(r); code != 0 {
 			httpError(w, code, reason)
 			return 0
 		}
-		s.serveDAVWrite(w, r, lockTarget{path: p})
+		s.serveDAVWrite(w, r, davlock.Target{Path: p})
 	case "LOCK":
 		if code, reason := checkXMLBody(r); code != 0 {
 			httpError(w, code, reason)
 			return 0
 		}
-		s.serveLock(w, r, p)
+		s.locks.ServeLock(w, r, p)
 	case "UNLOCK":
-		s.serveUnlock(w, r, p)
+		s.locks.ServeUnlock(w, r, p)
 	case "MKCOL":
-		s.serveDAVWrite(w, r, lockTarget{path: p})
+		s.serveDAVWrite(w, r, davlock.Target{Path: p})
 	default:
 		w.Header()["Allow"] = hdrAllow
 		httpError(w, http.StatusMethodNotAllowed, "method not allowed")
@@ -349,7 +343,7 @@ func (s *Server) fsStatus(r *http.Request, err error) (int, string) {
 		return code, reason
 	}
 	switch {
-	case errors.Is(err, errChanged):
+	case errors.Is(err, keptsum.ErrChanged):
 		return http.StatusServiceUnavailable, "file changed while reading it, retry"
 	case isEscape(err):
 		return http.StatusForbidden, "path leads outside the root"

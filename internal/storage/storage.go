@@ -49,6 +49,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/storage/davlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/webdav"
@@ -60,42 +61,43 @@ import (
 // Config.Listen is empty.
 const DefaultListen = "127.0.0.1:9001"
 
-// Config is one storage server; it is also the YAML shape of one
-// `storage:` list item in lakefed's config file.
+// Config is one storage server. The YAML shape of a `storage:` list item
+// in lakefed's config file is config.Storage, which package server turns
+// into this, field by field.
 type Config struct {
 	// Listen is the host:port to listen on, e.g. 127.0.0.1:9001. Empty
 	// means DefaultListen. Only ListenAndServe uses it.
-	Listen string `yaml:"listen"`
+	Listen string
 	// Root is the directory served; it must exist. Required.
-	Root string `yaml:"root"`
+	Root string
 	// TLSCert is a PEM certificate chain; with TLSKey it turns on HTTPS.
 	// Both or neither must be set.
-	TLSCert string `yaml:"tls_cert"`
+	TLSCert string
 	// TLSKey is the PEM private key for TLSCert.
-	TLSKey string `yaml:"tls_key"`
+	TLSKey string
 	// AccessLog turns on one Info-level log line per request (method,
 	// path, status, bytes, duration, remote). Default false: the access
 	// log sits on the HEAD hot path, so it costs nothing unless asked for.
-	AccessLog bool `yaml:"access_log"`
+	AccessLog bool
 	// MaxUpload is the largest PUT body accepted, in bytes. Zero means no
 	// limit; a larger upload gets 413 and leaves nothing behind.
-	MaxUpload int64 `yaml:"max_upload"`
+	MaxUpload int64
 	// MetricsPath is the URL path where GET /metrics (Prometheus text
 	// format) is served on the same listener. Empty means "/metrics"; "-"
 	// turns it off. A file at that path under Root is shadowed.
-	MetricsPath string `yaml:"metrics_path"`
+	MetricsPath string
 	// StaleUploadAge is how old (by mtime) an upload temp file
 	// (".lakefed-upload-*", left by a crash) must be before the janitor
 	// removes it, e.g. "1h" in YAML. Zero means DefaultStaleUploadAge (1 h);
 	// negative is an error. Temp files this process holds open are never
 	// removed, whatever their age (see janitor.go). The janitor sweeps
 	// Root once at start and then every quarter of this age (1 s to 15 min).
-	StaleUploadAge time.Duration `yaml:"stale_upload_age"`
+	StaleUploadAge time.Duration
 	// MaxListings is how many expensive requests (PROPFIND Depth 1 and GET
 	// of a directory, each reading a whole directory) may run at once; one
 	// more gets 503 with Retry-After. Zero means DefaultMaxListings;
 	// negative is an error.
-	MaxListings int `yaml:"max_listings"`
+	MaxListings int
 }
 
 // Limits and timeouts of the HTTP server. They are not configurable yet:
@@ -123,7 +125,7 @@ type Server struct {
 	m           *metrics
 	metricsH    http.Handler
 	dav         *webdav.Handler
-	locks       *lockSystem
+	locks       *davlock.Locks
 	sums        singleflight.Group // coalesces checksum computations per file
 	paths       pathLocks          // per-path lock of conditional writes (precond.go)
 	handler     http.Handler
@@ -215,18 +217,18 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		tlsConfig:   tlsConfig,
 		metricsPath: metricsPath,
 		reg:         prometheus.NewRegistry(),
-		locks:       newLockSystem(),
 		listings:    make(chan struct{}, cfg.MaxListings),
 		janitorDone: make(chan struct{}),
 		swept:       make(chan struct{}),
 		writeChunk:  (*os.File).Write,
 	}
+	s.locks = davlock.New(lockFiles{s}, log)
 	s.openBeneath()
 	s.m = newMetrics(s.reg)
 	s.metricsH = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.dav = &webdav.Handler{
 		FileSystem: davFS{s},
-		LockSystem: passLocks{}, // guardLocks checks locks before x/net/webdav runs
+		LockSystem: davlock.Pass{}, // s.locks.Guard checks locks before x/net/webdav runs
 		Logger: func(r *http.Request, err error) {
 			if err != nil && log.Enabled(r.Context(), slog.LevelDebug) {
 				log.DebugContext(r.Context(), "webdav request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/results"
 	"github.com/lakefed/lakefed/internal/sitetest"
 )
@@ -111,10 +113,9 @@ func protoLabel(r results.Run) string {
 	if err != nil {
 		return r.Site
 	}
-	proto := map[string]string{"http": "HTTP/WebDAV", "https": "HTTPS/WebDAV", "dav": "WebDAV", "davs": "WebDAV",
-		"root": "XRootD", "roots": "XRootD", "s3": "S3", "file": "POSIX"}[strings.ToLower(u.Scheme)]
-	if proto == "" {
-		proto = u.Scheme
+	proto := u.Scheme
+	if s, ok := endpoint.LookupScheme(u.Scheme); ok {
+		proto = s.Protocol
 	}
 	if r.Site != "" && r.Site != u.Host {
 		return fmt.Sprintf("%s via federator → %s", proto, r.Site)
@@ -546,7 +547,7 @@ func (d *Dashboard) servePlot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	http.Error(w, fmt.Sprintf("web: run %d has no plot %q", id, name), http.StatusNotFound)
+	httpx.WriteError(w, http.StatusNotFound, fmt.Sprintf("web: run %d has no plot %q", id, name))
 }
 
 type compareRow struct {

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/results"
 	"github.com/lakefed/lakefed/internal/sitetest"
 )
@@ -171,31 +172,22 @@ func (d *Dashboard) Sample() {
 	}
 }
 
-// httpErr is an error with the status it answers.
-type httpErr struct {
-	code int
-	msg  string
-}
-
-func (e *httpErr) Error() string { return e.msg }
-
 func badRequest(format string, a ...any) error {
-	return &httpErr{http.StatusBadRequest, "web: " + fmt.Sprintf(format, a...)}
+	return httpx.NewError(http.StatusBadRequest, "web: "+fmt.Sprintf(format, a...), nil)
 }
 
-// fail answers err: its status when it has one, 404 for an unknown run,
-// else 500 (logged; the client sees a short message).
+// fail answers err: its status when it has one (an *httpx.Error), 404
+// for an unknown run, else 500 (logged; the client sees a short message).
 func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var he *httpErr
-	switch {
-	case errors.As(err, &he):
-		http.Error(w, he.msg, he.code)
-	case errors.Is(err, results.ErrNotFound):
-		http.Error(w, "web: "+err.Error(), http.StatusNotFound)
-	default:
-		d.log.ErrorContext(r.Context(), "dashboard request failed", "path", r.URL.Path, "err", err)
-		http.Error(w, "web: internal error", http.StatusInternalServerError)
+	if errors.Is(err, results.ErrNotFound) {
+		err = httpx.NewError(http.StatusNotFound, "web: "+err.Error(), err)
 	}
+	code, msg, ok := httpx.StatusOf(err)
+	if !ok {
+		d.log.ErrorContext(r.Context(), "dashboard request failed", "path", r.URL.Path, "err", err)
+		msg = "web: internal error"
+	}
+	httpx.WriteError(w, code, msg)
 }
 
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, name string, data any) {

@@ -10,8 +10,8 @@
 // kXR_close; each worker keeps its session to the redirector and to each
 // data server it was sent to. Mode "redirect" counts the redirector's
 // answer alone. Both speak the few protocol messages needed themselves
-// (handshake, kXR_protocol, kXR_login, kXR_open, kXR_close; XRootD
-// protocol 5, "Client Request Format"): go-hep's client always follows
+// (the handshake and kXR_login of package xrdwire, kXR_open, kXR_close;
+// XRootD protocol 5, "Client Request Format"): go-hep's client always follows
 // redirects with no hook to stop it, and with v0.40.0 a client that has
 // been sent to both data servers stops getting answers to kXR_close (the
 // third open+close of a loop hangs until its deadline). Mode "gohep" is
@@ -38,6 +38,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/endpoint/xroot/xrdwire"
 	"go-hep.org/x/hep/xrootd"
 	"go-hep.org/x/hep/xrootd/xrdfs"
 	"go-hep.org/x/hep/xrootd/xrdproto"
@@ -226,69 +227,20 @@ type raw struct {
 	ds      map[string]*raw // data-server sessions by host:port, when following
 }
 
-// Request IDs and response statuses of XRootD protocol 5.
-const (
-	kXRclose    = 3003
-	kXRprotocol = 3006
-	kXRlogin    = 3007
-	kXRopen     = 3010
-	openRead    = 0x0010 // kXR_open_read
-)
+// openRead is kXR_open's kXR_open_read option.
+const openRead = 0x0010
 
 func newRaw(addr string, timeout time.Duration) (*raw, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
-	r := &raw{c: c, br: bufio.NewReader(c), timeout: timeout, ds: map[string]*raw{}}
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	// Handshake (five int32: 0 0 0 4 2012) then kXR_protocol, in one write
-	// as real clients do.
-	b := make([]byte, 0, 44)
-	for _, v := range []uint32{0, 0, 0, 4, 2012} {
-		b = binary.BigEndian.AppendUint32(b, v)
-	}
-	b = r.header(b, kXRprotocol)
-	b = binary.BigEndian.AppendUint32(b, 0x00000520) // client protocol version 5.2
-	b = append(b, make([]byte, 16)...)               // options, expect, reserved, dlen 0
-	if _, err := c.Write(b); err != nil {
+	if err := xrdwire.Login(c, "bench"); err != nil {
 		c.Close()
 		return nil, err
 	}
-	for range 2 { // handshake answer, protocol answer
-		h, data, err := xrdproto.ReadResponse(r.br)
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("handshake: %w", err)
-		}
-		if h.Status != xrdproto.Ok {
-			c.Close()
-			return nil, fmt.Errorf("handshake: %w", h.Error(data))
-		}
-	}
-	b = r.header(b[:0], kXRlogin)
-	b = binary.BigEndian.AppendUint32(b, uint32(os.Getpid()))
-	b = append(b, "bench\x00\x00\x00"...)
-	b = append(b, 0, 0, 4, 0) // reserved, ability, capver 4 (no async), role
-	b = binary.BigEndian.AppendUint32(b, 0)
-	if _, err := c.Write(b); err != nil {
-		c.Close()
-		return nil, err
-	}
-	h, data, err := xrdproto.ReadResponse(r.br)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("login: %w", err)
-	}
-	if h.Status != xrdproto.Ok {
-		c.Close()
-		return nil, fmt.Errorf("login: %w", h.Error(data))
-	}
-	if len(data) > 16 {
-		c.Close()
-		return nil, errors.New("login: the server asks for authentication; not supported")
-	}
-	return r, nil
+	return &raw{c: c, br: bufio.NewReader(c), timeout: timeout, ds: map[string]*raw{}}, nil
 }
 
 // header appends a request's stream ID and request ID.
@@ -348,7 +300,7 @@ func (r *raw) send(ctx context.Context, path string) (xrdproto.ResponseHeader, [
 	if dl, ok := ctx.Deadline(); ok {
 		_ = r.c.SetDeadline(dl)
 	}
-	b := r.header(r.buf[:0], kXRopen)
+	b := r.header(r.buf[:0], xrdwire.ReqOpen)
 	b = binary.BigEndian.AppendUint16(b, 0x0100) // mode: owner read
 	b = binary.BigEndian.AppendUint16(b, openRead)
 	b = append(b, make([]byte, 12)...)
@@ -370,7 +322,7 @@ func (r *raw) closeHandle(data []byte) error {
 	if len(data) < 4 {
 		return errors.New("open: short answer")
 	}
-	c := r.header(r.buf[:0], kXRclose)
+	c := r.header(r.buf[:0], xrdwire.ReqClose)
 	c = append(c, data[:4]...)
 	c = append(c, make([]byte, 16)...)
 	if _, err := r.c.Write(c); err != nil {

@@ -2,138 +2,23 @@ package http
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/davxml"
 )
-
-// propfindBody asks for the properties Stat and List use (RFC 4918 §9.1).
-const propfindBody = `<?xml version="1.0" encoding="utf-8"?>
-<D:propfind xmlns:D="DAV:"><D:prop>
-<D:resourcetype/><D:getcontentlength/><D:getlastmodified/><D:getetag/>
-</D:prop></D:propfind>`
-
-// maxPropfind bounds a PROPFIND answer: a directory of ~1M entries.
-const maxPropfind = 512 << 20
-
-// multistatus is the part of an RFC 4918 §14.16 answer lakefed reads. The
-// property elements match in any namespace: XrdHttp puts them in "DAV:"
-// under its own prefixes, and adds the lcgdm "iscollection".
-type multistatus struct {
-	Responses []davResponse `xml:"DAV: response"`
-}
-
-type davResponse struct {
-	Href      string     `xml:"DAV: href"`
-	Status    string     `xml:"DAV: status"`
-	Propstats []propstat `xml:"DAV: propstat"`
-}
-
-type propstat struct {
-	Status string `xml:"DAV: status"`
-	Prop   struct {
-		ResourceType *struct {
-			Collection *struct{} `xml:"collection"`
-		} `xml:"resourcetype"`
-		ContentLength string `xml:"getcontentlength"`
-		LastModified  string `xml:"getlastmodified"`
-		ETag          string `xml:"getetag"`
-		IsCollection  string `xml:"iscollection"`
-	} `xml:"prop"`
-}
-
-// statusOK reports whether a DAV:status line ("HTTP/1.1 200 OK") is 2xx;
-// an absent status counts as OK.
-func statusOK(s string) bool {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return true
-	}
-	_, rest, ok := strings.Cut(s, " ")
-	return ok && strings.HasPrefix(rest, "2")
-}
-
-// info turns one response into an Info (Name left to the caller).
-func (r *davResponse) info() endpoint.Info {
-	var in endpoint.Info
-	for _, ps := range r.Propstats {
-		if !statusOK(ps.Status) {
-			continue
-		}
-		pr := ps.Prop
-		if pr.ResourceType != nil && pr.ResourceType.Collection != nil {
-			in.IsDir = true
-		}
-		if v := strings.TrimSpace(pr.IsCollection); v == "1" || strings.EqualFold(v, "true") {
-			in.IsDir = true
-		}
-		if n, err := strconv.ParseInt(strings.TrimSpace(pr.ContentLength), 10, 64); err == nil && n >= 0 {
-			in.Size = n
-		}
-		if t, err := http.ParseTime(strings.TrimSpace(pr.LastModified)); err == nil {
-			in.ModTime = t
-		}
-		if et := strings.TrimSpace(pr.ETag); et != "" {
-			in.ETag = trimETag(et)
-		}
-	}
-	if in.IsDir {
-		in.Size = 0 // a directory's "size" is the file system's block, not data
-	}
-	return in
-}
-
-// trimETag removes the weak marker and quotes of an entity tag.
-func trimETag(s string) string {
-	s = strings.TrimPrefix(strings.TrimSpace(s), "W/")
-	return strings.Trim(s, `"`)
-}
-
-// hrefPath returns the decoded server path of a DAV:href, which may be an
-// absolute URL or a path. XrdHttp (up to at least 5.5.3) sends names
-// unescaped ("/sp ace/a b%c"): raw tells that the server is one of those.
-// An href that cannot be percent-decoded is taken as it is.
-func hrefPath(h string, raw bool) string {
-	h = strings.TrimSpace(h)
-	if i := strings.Index(h, "://"); i >= 0 && i < 10 {
-		rest := h[i+3:]
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			h = rest[j:]
-		} else {
-			h = "/"
-		}
-	}
-	if raw {
-		return h
-	}
-	if i := strings.IndexByte(h, '?'); i >= 0 {
-		h = h[:i]
-	}
-	if d, err := url.PathUnescape(h); err == nil {
-		return d
-	}
-	return h
-}
-
-// rawHrefs reports whether the server is one known to send unescaped hrefs.
-func rawHrefs(resp *http.Response) bool {
-	return strings.HasPrefix(resp.Header.Get("Server"), "XrootD")
-}
 
 // propfind sends PROPFIND with depth to u and parses the answer. A 405 or
 // 501 marks the server as one without PROPFIND and wraps ErrUnsupported.
-func (e *Endpoint) propfind(ctx context.Context, u *url.URL, depth string) (*multistatus, bool, error) {
+func (e *Endpoint) propfind(ctx context.Context, u *url.URL, depth string) (*davxml.Multistatus, bool, error) {
 	hdr := http.Header{"Depth": {depth}, "Content-Type": {`application/xml; charset="utf-8"`}}
-	body := bufferedBody([]byte(propfindBody))
+	body := bufferedBody([]byte(davxml.PropfindBody))
 	resp, cancel, err := e.meta(ctx, "PROPFIND", u, hdr, body)
 	if err != nil {
 		return nil, false, err
@@ -150,14 +35,14 @@ func (e *Endpoint) propfind(ctx context.Context, u *url.URL, depth string) (*mul
 		return nil, false, statusError(resp, nil)
 	}
 	defer resp.Body.Close()
-	var ms multistatus
-	if err := xml.NewDecoder(io.LimitReader(resp.Body, maxPropfind)).Decode(&ms); err != nil {
+	ms, err := davxml.Decode(resp.Body, davxml.MaxBody)
+	if err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
 		return nil, false, fmt.Errorf("%w: PROPFIND answer: %w", endpoint.ErrUnavailable, err)
 	}
-	return &ms, rawHrefs(resp), nil
+	return ms, davxml.RawHrefs(resp), nil
 }
 
 // Stat describes p. It asks with HEAD first, one cheap round trip on the
@@ -180,14 +65,10 @@ func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 				return endpoint.Info{}, fail("stat", p, fmt.Errorf("%w: empty PROPFIND answer", endpoint.ErrUnavailable))
 			}
 			r := ms.Responses[0]
-			if !statusOK(r.Status) {
-				code := 0
-				if f := strings.Fields(r.Status); len(f) > 1 {
-					code, _ = strconv.Atoi(f[1])
-				}
-				return endpoint.Info{}, fail("stat", p, fmt.Errorf("%w: %s", classOf(code), r.Status))
+			if !davxml.StatusOK(r.Status) {
+				return endpoint.Info{}, fail("stat", p, fmt.Errorf("%w: %s", endpoint.ClassOfStatus(davxml.StatusCode(r.Status)), r.Status))
 			}
-			in := r.info()
+			in := r.Info()
 			in.Name = baseName(p)
 			return in, nil
 		}
@@ -232,7 +113,7 @@ func (e *Endpoint) statHead(ctx context.Context, p string) (endpoint.Info, bool,
 		resp.Request != nil && resp.Request.URL.Path != u.Path:
 		return endpoint.Info{}, false, nil
 	}
-	in := endpoint.Info{Name: baseName(p), Size: resp.ContentLength, ModTime: lm, ETag: trimETag(h.Get("ETag"))}
+	in := endpoint.Info{Name: baseName(p), Size: resp.ContentLength, ModTime: lm, ETag: httpx.TrimETag(h.Get("ETag"))}
 	if sums := parseDigests(h); len(sums) > 0 {
 		in.Checksums = sums
 	}
@@ -251,7 +132,7 @@ func (e *Endpoint) head(ctx context.Context, p string) (endpoint.Info, error) {
 		return endpoint.Info{}, fail("stat", p, statusError(resp, nil))
 	}
 	drain(resp)
-	in := endpoint.Info{Name: baseName(p), Size: max(resp.ContentLength, 0), ETag: trimETag(resp.Header.Get("ETag"))}
+	in := endpoint.Info{Name: baseName(p), Size: max(resp.ContentLength, 0), ETag: httpx.TrimETag(resp.Header.Get("ETag"))}
 	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
 		in.ModTime = t
 	}
@@ -296,19 +177,19 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 	sawSelf := false
 	for i := range ms.Responses {
 		r := &ms.Responses[i]
-		hp := strings.TrimSuffix(hrefPath(r.Href, raw), "/")
+		hp := strings.TrimSuffix(davxml.HrefPath(r.Href, raw), "/")
 		if hp == self {
 			sawSelf = true
-			if !r.info().IsDir {
+			if !r.Info().IsDir {
 				return nil, fail("list", dir, fmt.Errorf("%w: not a directory", endpoint.ErrRefused))
 			}
 			continue
 		}
 		name, ok := strings.CutPrefix(hp, self+"/")
-		if !ok || name == "" || strings.Contains(name, "/") || !statusOK(r.Status) {
+		if !ok || name == "" || strings.Contains(name, "/") || !davxml.StatusOK(r.Status) {
 			continue
 		}
-		in := r.info()
+		in := r.Info()
 		in.Name = name
 		out = append(out, in)
 	}

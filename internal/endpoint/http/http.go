@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -35,6 +34,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx/transport"
 )
 
 // MaxRedirects bounds the redirect chain of one operation.
@@ -87,15 +87,11 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 	if err != nil {
 		return nil, fmt.Errorf("http: endpoint %s: url: %w", cfg.Name, err)
 	}
-	switch u.Scheme {
-	case "http", "https":
-	case "dav":
-		u.Scheme = "http"
-	case "davs":
-		u.Scheme = "https"
-	default:
+	sc, _ := endpoint.LookupScheme(u.Scheme)
+	if sc.Kind != endpoint.KindHTTP {
 		return nil, fmt.Errorf("http: endpoint %s: url %q: scheme must be http, https, dav or davs", cfg.Name, cfg.URL)
 	}
+	u.Scheme = sc.WireScheme()
 	if u.Host == "" {
 		return nil, fmt.Errorf("http: endpoint %s: url %q: no host", cfg.Name, cfg.URL)
 	}
@@ -108,23 +104,11 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 			u.RawPath += "/"
 		}
 	}
-	timeout := cfg.TimeoutOrDefault()
-	tlsConf, err := cfg.TLSConfig()
+	// The kinds' defaults (h1, many idle connections); no
+	// ResponseHeaderTimeout: each operation bounds its own wait.
+	tr, err := transport.New(cfg, transport.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("http: endpoint %s: %w", cfg.Name, err)
-	}
-	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
-		TLSClientConfig:       tlsConf,
-		TLSHandshakeTimeout:   timeout,
-		ForceAttemptHTTP2:     false, // WebDAV servers of the field speak HTTP/1.1; h2 would multiplex big reads on one connection
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		// No ResponseHeaderTimeout: each operation bounds its own wait.
 	}
 	if log == nil {
 		log = slog.Default()
@@ -139,7 +123,7 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 			// body rules WebDAV needs (net/http turns a 302 PROPFIND into GET).
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		timeout: timeout,
+		timeout: cfg.TimeoutOrDefault(),
 		token:   cfg.BearerToken,
 		log:     log.With("component", "endpoint", "endpoint", cfg.Name),
 	}, nil
@@ -212,24 +196,11 @@ func (e *StatusError) Error() string {
 // Unwrap returns the class the status maps to.
 func (e *StatusError) Unwrap() error { return e.class }
 
-// classOf maps a status to an error class: 404/410 not found; other 4xx
-// refused; 5xx and anything unexpected (1xx, 3xx that was not followed)
-// unavailable.
-func classOf(code int) error {
-	switch {
-	case code == http.StatusNotFound || code == http.StatusGone:
-		return endpoint.ErrNotFound
-	case code >= 400 && code < 500:
-		return endpoint.ErrRefused
-	default:
-		return endpoint.ErrUnavailable
-	}
-}
-
-// statusError reads a little of resp's body into a StatusError and closes it.
+// statusError reads a little of resp's body into a StatusError and closes
+// it. class nil means the status's own (endpoint.ClassOfStatus).
 func statusError(resp *http.Response, class error) *StatusError {
 	if class == nil {
-		class = classOf(resp.StatusCode)
+		class = endpoint.ClassOfStatus(resp.StatusCode)
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrBody))
 	resp.Body.Close()
@@ -380,11 +351,11 @@ func (e *Endpoint) meta(ctx context.Context, method string, u *url.URL, hdr http
 func (e *Endpoint) Probe(ctx context.Context) error {
 	resp, cancel, err := e.meta(ctx, http.MethodOptions, e.url("/", true), nil, nil)
 	if err != nil {
-		return fmt.Errorf("http: probe: %w", netError(err))
+		return fail("probe", "", netError(err))
 	}
 	defer cancel()
 	if resp.StatusCode >= 500 {
-		return fmt.Errorf("http: probe: %w", statusError(resp, endpoint.ErrUnavailable))
+		return fail("probe", "", statusError(resp, endpoint.ErrUnavailable))
 	}
 	drain(resp)
 	return nil
@@ -482,27 +453,21 @@ func (e *Endpoint) mkdir(ctx context.Context, p string, depth int) error {
 	return nil
 }
 
-// fail wraps err as the error of op on path p.
-func fail(op, p string, err error) error { return &opErr{op, p, unwrapOp(err)} }
+// fail wraps err as the error of op on path p. An OpError err already
+// carries (another method's, wrapped again) is peeled, so that messages do
+// not repeat it.
+func fail(op, p string, err error) error {
+	return &endpoint.OpError{Kind: endpoint.KindHTTP, Op: op, Path: p, Err: unwrapOp(err)}
+}
 
-// opError is the error of a method, which another method may wrap again;
-// unwrapOp peels its "http: op path:" prefix so messages do not repeat it.
+// unwrapOp returns the cause inside err's OpError, or err.
 func unwrapOp(err error) error {
-	var oe *opErr
+	var oe *endpoint.OpError
 	if errors.As(err, &oe) {
-		return oe.err
+		return oe.Err
 	}
 	return err
 }
-
-// opErr is an error with its operation prefix ("http: stat \"/a\": ...").
-type opErr struct {
-	op, path string
-	err      error
-}
-
-func (o *opErr) Error() string { return fmt.Sprintf("http: %s %q: %v", o.op, o.path, o.err) }
-func (o *opErr) Unwrap() error { return o.err }
 
 // Checksum asks the server for path's checksum with HEAD and
 // "Want-Digest: algo" (RFC 3230) and parses the Digest header. A server

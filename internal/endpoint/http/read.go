@@ -215,7 +215,7 @@ func eofErr(err error) error {
 // file's size (a Content-Range total, or the length of a 200), -1 when
 // the answer does not tell.
 func versionOf(resp *http.Response, total int64) endpoint.Info {
-	in := endpoint.Info{Size: total, ETag: trimETag(resp.Header.Get("ETag"))}
+	in := endpoint.Info{Size: total, ETag: httpx.TrimETag(resp.Header.Get("ETag"))}
 	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
 		in.ModTime = t
 	}
@@ -266,12 +266,12 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == io.EOF && b.remain > 0 && !b.eofOK:
-		b.err = fmt.Errorf("http: read: %w: %w (%d bytes missing)", endpoint.ErrUnavailable, io.ErrUnexpectedEOF, b.remain)
+		b.err = fail("read", "", fmt.Errorf("%w: %w (%d bytes missing)", endpoint.ErrUnavailable, io.ErrUnexpectedEOF, b.remain))
 		return n, b.err
 	case err == io.EOF:
 		b.err = io.EOF
 	case err != nil:
-		b.err = fmt.Errorf("http: read: %w: %w", endpoint.ErrUnavailable, err)
+		b.err = fail("read", "", fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err))
 		return n, b.err
 	}
 	if b.remain == 0 {

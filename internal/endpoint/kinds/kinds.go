@@ -1,8 +1,8 @@
-// Package kinds is the one explicit table from a URL scheme to the endpoint
-// kind that serves it. It lives apart from package endpoint so that the
-// kinds can import endpoint without a cycle, and it is a plain switch rather
-// than init-time self-registration: with a handful of kinds, explicit beats
-// magic (see STYLE.md).
+// Package kinds builds the endpoint a config names, choosing the kind by
+// the table of schemes (endpoint.Schemes). It lives apart from package
+// endpoint so that the kinds can import endpoint without a cycle, and it
+// is a plain switch rather than init-time self-registration: with a
+// handful of kinds, explicit beats magic (see STYLE.md).
 //
 //	ep, err := kinds.New(ctx, endpoint.Config{Name: "site-a", URL: "davs://se.example.org/atlas/"}, log)
 //	if err != nil { return err }     // bad URL, unsupported scheme, bad CA file
@@ -13,8 +13,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"strings"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	httpep "github.com/lakefed/lakefed/internal/endpoint/http"
@@ -24,31 +22,29 @@ import (
 	"github.com/lakefed/lakefed/internal/endpoint/xroot"
 )
 
-// Schemes lists the URL schemes New accepts, for help texts and errors.
-var Schemes = []string{"file", "http", "https", "dav", "davs", "s3", "root", "xroot", "lakefed", "lakefeds"}
-
-// New builds the endpoint cfg.URL names, choosing the kind by the URL's
-// scheme: file → posix; http, https, dav, davs → http; s3 → s3; root,
-// xroot → xroot; lakefed, lakefeds → upstream (another lakefed federator).
-// Any other scheme is an "unsupported scheme" error. log nil means slog.Default().
+// New builds the endpoint cfg names: the kind cfg.Kind names, else the
+// kind of cfg.URL's scheme in endpoint.Schemes (file → posix; http, https,
+// dav, davs → http; s3 → s3; root, xroot → xroot; lakefed, lakefeds →
+// upstream, as is an http(s) URL with Kind "upstream"). A scheme not in
+// the table is an error. log nil means slog.Default().
 func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (endpoint.Endpoint, error) {
-	u, err := url.Parse(cfg.URL)
+	_, kind, err := endpoint.Resolve(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint %s: url: %w", cfg.Name, err)
+		return nil, fmt.Errorf("endpoint %s: %w", cfg.Name, err)
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "file":
+	switch kind {
+	case endpoint.KindPosix:
 		return posix.New(ctx, cfg, log)
-	case "http", "https", "dav", "davs":
+	case endpoint.KindHTTP:
 		return httpep.New(ctx, cfg, log)
-	case "s3":
+	case endpoint.KindS3:
 		return s3.New(ctx, cfg, log)
-	case "root", "xroot":
+	case endpoint.KindXRoot:
 		return xroot.New(ctx, cfg, log)
-	case "lakefed", "lakefeds":
+	case endpoint.KindUpstream:
 		return upstream.New(ctx, cfg, log)
-	case "":
-		return nil, fmt.Errorf("endpoint %s: url %q has no scheme (want one of %s)", cfg.Name, cfg.URL, strings.Join(Schemes, ", "))
 	}
-	return nil, fmt.Errorf("endpoint %s: unsupported scheme %q in url %q (want one of %s)", cfg.Name, u.Scheme, cfg.URL, strings.Join(Schemes, ", "))
+	// A row of the table whose kind has no case here: a bug, caught by
+	// TestEveryScheme.
+	return nil, fmt.Errorf("endpoint %s: kind %q of url %q is not built in", cfg.Name, kind, cfg.URL)
 }

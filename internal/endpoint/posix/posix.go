@@ -30,6 +30,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/keptsum"
 )
 
 // TempPrefix starts the name of every temporary upload file. It is the
@@ -165,7 +166,7 @@ func wrap(op, p string, err error) error {
 	switch {
 	case errors.Is(err, endpoint.ErrNotFound), errors.Is(err, endpoint.ErrRefused),
 		errors.Is(err, endpoint.ErrUnavailable):
-		return fmt.Errorf("posix: %s %q: %w", op, p, err)
+		return opErr(op, p, err)
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		class = endpoint.ErrNotFound
 	case errors.Is(err, syscall.ENOTEMPTY):
@@ -182,7 +183,12 @@ func wrap(op, p string, err error) error {
 	default:
 		class = endpoint.ErrUnavailable
 	}
-	return fmt.Errorf("posix: %s %q: %w: %w", op, p, class, err)
+	return opErr(op, p, fmt.Errorf("%w: %w", class, err))
+}
+
+// opErr is the error of op on path p: "posix: op "p": err".
+func opErr(op, p string, err error) error {
+	return &endpoint.OpError{Kind: endpoint.KindPosix, Op: op, Path: p, Err: err}
 }
 
 func infoOf(p string, fi fs.FileInfo) endpoint.Info {
@@ -194,8 +200,9 @@ func infoOf(p string, fi fs.FileInfo) endpoint.Info {
 	return endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir()}
 }
 
-// Stat describes path. Checksums holds those the storage role cached in
-// extended attributes, when they still match the file (see cachedSums).
+// Stat describes path. Checksums holds those kept in the root's sidecars
+// (by the storage role or by Checksum) that still match the file (see
+// sums.go).
 func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return endpoint.Info{}, wrap("stat", p, err)
@@ -209,13 +216,13 @@ func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 		return endpoint.Info{}, wrap("stat", p, err)
 	}
 	in := infoOf(p, fi)
-	in.Checksums = cachedSums(r, fi)
+	in.Checksums = e.keptSums(fi)
 	return in, nil
 }
 
 // List returns the entries of dir. Symlinks are followed when they stay in
-// the root and skipped otherwise (escaping or dangling), and temporary
-// upload files are hidden.
+// the root and skipped otherwise (escaping or dangling); temporary upload
+// files and the root's sidecar directory of kept checksums are hidden.
 func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap("list", dir, err)
@@ -229,7 +236,7 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 		return nil, wrap("list", dir, err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("posix: list %q: %w: not a directory", dir, endpoint.ErrRefused)
+		return nil, opErr("list", dir, fmt.Errorf("%w: not a directory", endpoint.ErrRefused))
 	}
 	ents, err := os.ReadDir(r)
 	if err != nil {
@@ -237,8 +244,8 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 	}
 	out := make([]endpoint.Info, 0, len(ents))
 	for _, de := range ents {
-		if strings.HasPrefix(de.Name(), TempPrefix) {
-			continue
+		if strings.HasPrefix(de.Name(), TempPrefix) || dir == "/" && de.Name() == keptsum.Dir {
+			continue // uploads in progress; the kept checksums (sums.go)
 		}
 		child := path.Join(dir, de.Name())
 		var cfi fs.FileInfo
@@ -266,7 +273,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 		return nil, wrap("open", p, err)
 	}
 	if off < 0 {
-		return nil, fmt.Errorf("posix: open %q: %w: negative offset", p, endpoint.ErrRefused)
+		return nil, opErr("open", p, fmt.Errorf("%w: negative offset", endpoint.ErrRefused))
 	}
 	r, err := e.resolve(p)
 	if err != nil {
@@ -283,11 +290,11 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	}
 	if fi.IsDir() {
 		f.Close()
-		return nil, fmt.Errorf("posix: open %q: %w: is a directory", p, endpoint.ErrRefused)
+		return nil, opErr("open", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 	}
 	if off > fi.Size() {
 		f.Close()
-		return nil, fmt.Errorf("posix: open %q: %w: offset %d beyond size %d", p, endpoint.ErrRefused, off, fi.Size())
+		return nil, opErr("open", p, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, fi.Size()))
 	}
 	if n < 0 || off+n > fi.Size() {
 		n = fi.Size() - off
@@ -334,14 +341,14 @@ func (c ctxReader) Read(b []byte) (int, error) {
 // gives fewer or more bytes fails the Put (ErrRefused) and nothing changes.
 func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) error {
 	if p == "/" {
-		return fmt.Errorf("posix: put %q: %w: is the root", p, endpoint.ErrRefused)
+		return opErr("put", p, fmt.Errorf("%w: is the root", endpoint.ErrRefused))
 	}
 	target, err := e.resolve(p)
 	if err != nil {
 		return wrap("put", p, err)
 	}
 	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
-		return fmt.Errorf("posix: put %q: %w: is a directory", p, endpoint.ErrRefused)
+		return opErr("put", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 	}
 	dir := filepath.Dir(target)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -367,10 +374,10 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 		if ctx.Err() != nil {
 			return wrap("put", p, ctx.Err())
 		}
-		return fmt.Errorf("posix: put %q: %w: reading source: %w", p, endpoint.ErrRefused, err)
+		return opErr("put", p, fmt.Errorf("%w: reading source: %w", endpoint.ErrRefused, err))
 	}
 	if size >= 0 && written != size {
-		return fmt.Errorf("posix: put %q: %w: source gave %d bytes, want %d", p, endpoint.ErrRefused, written, size)
+		return opErr("put", p, fmt.Errorf("%w: source gave %d bytes, want %d", endpoint.ErrRefused, written, size))
 	}
 	if err := tmp.Chmod(0o644); err != nil {
 		return wrap("put", p, err)
@@ -406,7 +413,7 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 		return wrap("delete", p, err)
 	}
 	if p == "/" {
-		return fmt.Errorf("posix: delete %q: %w: is the root", p, endpoint.ErrRefused)
+		return opErr("delete", p, fmt.Errorf("%w: is the root", endpoint.ErrRefused))
 	}
 	parent, err := e.resolve(path.Dir(p))
 	if err != nil {
@@ -453,25 +460,24 @@ func (e *Endpoint) Mkdir(ctx context.Context, p string) error {
 // mount or a dead NFS server shows here).
 func (e *Endpoint) Probe(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("posix: probe: %w: %w", endpoint.ErrUnavailable, err)
+		return opErr("probe", "", fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err))
 	}
 	fi, err := os.Stat(e.root)
 	if err != nil {
-		return fmt.Errorf("posix: probe: %w: %w", endpoint.ErrUnavailable, err)
+		return opErr("probe", "", fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err))
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("posix: probe: %w: root is not a directory", endpoint.ErrUnavailable)
+		return opErr("probe", "", fmt.Errorf("%w: root is not a directory", endpoint.ErrUnavailable))
 	}
 	return nil
 }
 
 // Checksum returns path's adler32, md5 or crc32c in the form
-// endpoint.Info.Checksums documents: the value the storage role cached in
-// an extended attribute when it still matches the file, else by reading
-// the file once. Other algorithms wrap ErrUnsupported.
+// endpoint.Info.Checksums documents: the kept value when it still matches
+// the file, else by reading the file once (and keeping the result; see
+// sums.go). Other algorithms wrap ErrUnsupported.
 func (e *Endpoint) Checksum(ctx context.Context, p, algo string) (string, error) {
-	h := httpx.NewHash(algo)
-	if h == nil {
+	if !httpx.KnownAlgorithm(algo) {
 		return "", fmt.Errorf("posix: checksum %q: %s: %w", p, algo, endpoint.ErrUnsupported)
 	}
 	rc, err := e.Open(ctx, p, 0, -1)
@@ -479,14 +485,9 @@ func (e *Endpoint) Checksum(ctx context.Context, p, algo string) (string, error)
 		return "", err
 	}
 	defer rc.Close()
-	f := rc.(*file).f
-	if fi, err := f.Stat(); err == nil {
-		if v, ok := cachedSums(f.Name(), fi)[algo]; ok {
-			return v, nil
-		}
-	}
-	if _, err := io.CopyBuffer(h, ctxReader{ctx, rc}, make([]byte, copyBufSize)); err != nil {
+	v, err := e.sum(ctx, rc.(*file).f, algo)
+	if err != nil {
 		return "", wrap("checksum", p, err)
 	}
-	return httpx.SumString(h), nil
+	return v, nil
 }

@@ -7,19 +7,20 @@ import (
 	"hash/adler32"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/endpointtest"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/keptsum"
+	"github.com/lakefed/lakefed/internal/storage"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -168,44 +169,136 @@ func TestPutLeavesNoTemp(t *testing.T) {
 	}
 }
 
-// TestCachedChecksum checks that a checksum cached by the storage role is
-// used while the file is unchanged and ignored once it changes.
-func TestCachedChecksum(t *testing.T) {
-	root := t.TempDir()
-	p := filepath.Join(root, "f")
-	if err := os.WriteFile(p, []byte("Wikipedia"), 0o644); err != nil {
+// putViaStorage stores body as /name through a storage role serving root,
+// which keeps its adler32 in a sidecar.
+func putViaStorage(t *testing.T, root, name, body string) {
+	t.Helper()
+	s, err := storage.New(storage.Config{Root: root}, quiet)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("PUT", "/"+name, strings.NewReader(body)))
+	if rec.Code != 201 && rec.Code != 204 {
+		t.Fatalf("storage PUT /%s = %d %q", name, rec.Code, rec.Body)
+	}
+}
+
+// rewriteInPlace overwrites p with body (same size) and puts its mtime
+// back, as touch -d or rsync -t do: size and mtime are what they were.
+func rewriteInPlace(t *testing.T, p, body string) {
+	t.Helper()
 	fi, err := os.Stat(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := fi.Sys().(*syscall.Stat_t)
-	// A deliberately wrong value proves the cache, not the file, answered.
-	v := "deadbeef " + strconv.FormatInt(st.Size, 10) + " " + strconv.FormatInt(st.Mtim.Nano(), 10)
-	if err := unix.Setxattr(p, sumXattrPrefix+"adler32", []byte(v), 0); err != nil {
-		t.Skipf("no user xattrs here: %v", err)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ep := newEP(t, root)
+	if _, err := f.WriteAt([]byte(body), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := os.Stat(p); err != nil || after.Size() != fi.Size() || !after.ModTime().Equal(fi.ModTime()) {
+		t.Fatalf("rewrite changed size or mtime: %v, %v", after, err)
+	}
+}
+
+func adlerHex(s string) string { return fmt.Sprintf("%08x", adler32.Checksum([]byte(s))) }
+
+// TestKeptChecksum: a checksum the storage role kept in its sidecar is
+// reported by Stat and Checksum while the file is unchanged; after a
+// same-size rewrite in place with the mtime put back, neither returns the
+// old sum. The old xattrs ("user.lakefed.<algo>" = "<hex> <size>
+// <mtime-ns>"), whose fingerprint cannot see that rewrite, are not
+// trusted at all.
+func TestKeptChecksum(t *testing.T) {
+	const before, after = "Wikipedia", "Wikipedie"
+	cases := []struct {
+		name    string
+		keep    func(t *testing.T, root, p string) // keeps a sum for p
+		wantHit bool                               // Stat reports the kept sum before the rewrite
+	}{
+		{"sidecar kept by the storage role", func(t *testing.T, root, p string) {
+			putViaStorage(t, root, filepath.Base(p), before)
+		}, true},
+		{"legacy xattr", func(t *testing.T, root, p string) {
+			if err := os.WriteFile(p, []byte(before), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := adlerHex(before) + " " + strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+			if err := unix.Setxattr(p, "user.lakefed.adler32", []byte(v), 0); err != nil {
+				t.Skipf("no user xattrs here: %v", err)
+			}
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			p := filepath.Join(root, "f")
+			c.keep(t, root, p)
+			ep := newEP(t, root)
+			ctx := context.Background()
+			in, err := ep.Stat(ctx, "/f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, hit := in.Checksums[httpx.Adler32]; hit != c.wantHit || hit && got != adlerHex(before) {
+				t.Errorf("Stat before the rewrite: adler32 = %q (reported %v), want reported %v with %s", got, hit, c.wantHit, adlerHex(before))
+			}
+			if got, err := ep.Checksum(ctx, "/f", httpx.Adler32); err != nil || got != adlerHex(before) {
+				t.Errorf("Checksum before the rewrite = %q, %v; want %s", got, err, adlerHex(before))
+			}
+			rewriteInPlace(t, p, after)
+			if in, err := ep.Stat(ctx, "/f"); err != nil || in.Checksums[httpx.Adler32] == adlerHex(before) {
+				t.Errorf("Stat after the rewrite = %+v, %v; want no adler32 %s", in, err, adlerHex(before))
+			}
+			if got, err := ep.Checksum(ctx, "/f", httpx.Adler32); err != nil || got != adlerHex(after) {
+				t.Errorf("Checksum after the rewrite = %q, %v; want %s", got, err, adlerHex(after))
+			}
+		})
+	}
+}
+
+// TestChecksumKept: Checksum keeps what it computed in the root's
+// sidecar, so Stat reports it; List hides the sidecar directory. A root
+// below a storage role's root finds none of the storage role's sums and
+// computes.
+func TestChecksumKept(t *testing.T) {
+	top := t.TempDir()
+	putViaStorage(t, top, "sub/f", "payload")
+	ep := newEP(t, filepath.Join(top, "sub"))
 	ctx := context.Background()
-	if got, err := ep.Checksum(ctx, "/f", "adler32"); err != nil || got != "deadbeef" {
-		t.Errorf("Checksum with a matching cache = %q, %v; want deadbeef", got, err)
-	}
-	if in, err := ep.Stat(ctx, "/f"); err != nil || in.Checksums["adler32"] != "deadbeef" {
-		t.Errorf("Stat with a matching cache = %+v, %v; want adler32 deadbeef", in, err)
-	}
-	// Change the file (same size, new mtime): the cache must be ignored.
-	if err := os.WriteFile(p, []byte("Wikipedib"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(p, fi.ModTime().Add(time.Second), fi.ModTime().Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	want := fmt.Sprintf("%08x", adler32.Checksum([]byte("Wikipedib")))
-	if got, err := ep.Checksum(ctx, "/f", "adler32"); err != nil || got != want {
-		t.Errorf("Checksum after a change = %q, %v; want %s", got, err, want)
-	}
 	if in, err := ep.Stat(ctx, "/f"); err != nil || in.Checksums != nil {
-		t.Errorf("Stat after a change = %+v, %v; want no checksums", in, err)
+		t.Errorf("Stat below the storage root = %+v, %v; want no checksums", in, err)
+	}
+	for _, algo := range []string{httpx.Adler32, httpx.MD5} {
+		want := httpx.NewHash(algo)
+		want.Write([]byte("payload"))
+		if got, err := ep.Checksum(ctx, "/f", algo); err != nil || got != httpx.SumString(want) {
+			t.Fatalf("Checksum(%s) = %q, %v; want %s", algo, got, err, httpx.SumString(want))
+		}
+		in, err := ep.Stat(ctx, "/f")
+		if err != nil || in.Checksums[algo] != httpx.SumString(want) {
+			t.Errorf("Stat after Checksum(%s) = %+v, %v; want it kept", algo, in, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(top, "sub", keptsum.Dir)); err != nil {
+		t.Errorf("no sidecar directory in the endpoint root: %v", err)
+	}
+	list, err := ep.List(ctx, "/")
+	if err != nil || len(list) != 1 || list[0].Name != "f" {
+		t.Errorf("List(/) = %+v, %v; want only f", list, err)
 	}
 }

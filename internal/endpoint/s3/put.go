@@ -51,7 +51,7 @@ var (
 // prefix share a name.
 func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) error {
 	if p == "/" {
-		return fmt.Errorf("s3: put %q: %w: the root", p, endpoint.ErrRefused)
+		return opErr("put", p, fmt.Errorf("%w: the root", endpoint.ErrRefused))
 	}
 	if err := e.notDir(ctx, p); err != nil {
 		return err
@@ -62,16 +62,16 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 	case size >= 0 && size <= e.threshold:
 		head, err := readUpTo(r, size+1, true)
 		if err != nil {
-			return fmt.Errorf("s3: put %q: reading the data: %w", p, err)
+			return opErr("put", p, fmt.Errorf("reading the data: %w", err))
 		}
 		if int64(len(head)) != size {
-			return fmt.Errorf("s3: put %q: %w: the data is %s the declared %d bytes", p, endpoint.ErrRefused, moreOrLess(int64(len(head)), size), size)
+			return opErr("put", p, fmt.Errorf("%w: the data is %s the declared %d bytes", endpoint.ErrRefused, moreOrLess(int64(len(head)), size), size))
 		}
 		return e.putSingle(ctx, p, k, head)
 	case size < 0:
 		head, err := readUpTo(r, e.threshold+1, false)
 		if err != nil {
-			return fmt.Errorf("s3: put %q: reading the data: %w", p, err)
+			return opErr("put", p, fmt.Errorf("reading the data: %w", err))
 		}
 		if int64(len(head)) <= e.threshold {
 			return e.putSingle(ctx, p, k, head)
@@ -97,7 +97,7 @@ func (e *Endpoint) notDir(ctx context.Context, p string) error {
 		return e.wrap("put", p, err)
 	}
 	if n > 0 {
-		return fmt.Errorf("s3: put %q: %w: is a directory", p, endpoint.ErrRefused)
+		return opErr("put", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 	}
 	return nil
 }
@@ -156,7 +156,7 @@ func (e *Endpoint) partSizeFor(size int64) int64 {
 func (e *Endpoint) putMultipart(ctx context.Context, p, k string, src io.Reader, size int64) (err error) {
 	partSize := e.partSizeFor(size)
 	if partSize > MaxPartSize {
-		return fmt.Errorf("s3: put %q: %w: %d bytes is more than S3 takes", p, endpoint.ErrRefused, size)
+		return opErr("put", p, fmt.Errorf("%w: %d bytes is more than S3 takes", endpoint.ErrRefused, size))
 	}
 	id, err := e.data.NewMultipartUpload(ctx, e.bucket, k, minio.PutObjectOptions{ContentType: "application/octet-stream"})
 	if err != nil {
@@ -174,17 +174,17 @@ func (e *Endpoint) putMultipart(ctx context.Context, p, k string, src io.Reader,
 	for num := 1; ; num++ {
 		n, rerr := io.ReadFull(src, buf)
 		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-			return fmt.Errorf("s3: put %q: reading the data: %w", p, rerr)
+			return opErr("put", p, fmt.Errorf("reading the data: %w", rerr))
 		}
 		if n == 0 && len(parts) > 0 {
 			break
 		}
 		if num > MaxParts {
-			return fmt.Errorf("s3: put %q: %w: more than %d parts of %d bytes (raise s3.part_size)", p, endpoint.ErrRefused, MaxParts, partSize)
+			return opErr("put", p, fmt.Errorf("%w: more than %d parts of %d bytes (raise s3.part_size)", endpoint.ErrRefused, MaxParts, partSize))
 		}
 		total += int64(n)
 		if size >= 0 && total > size {
-			return fmt.Errorf("s3: put %q: %w: the data is longer than the declared %d bytes", p, endpoint.ErrRefused, size)
+			return opErr("put", p, fmt.Errorf("%w: the data is longer than the declared %d bytes", endpoint.ErrRefused, size))
 		}
 		_, _ = h.Write(buf[:n])
 		sum := md5.Sum(buf[:n])
@@ -199,7 +199,7 @@ func (e *Endpoint) putMultipart(ctx context.Context, p, k string, src io.Reader,
 		}
 	}
 	if size >= 0 && total != size {
-		return fmt.Errorf("s3: put %q: %w: the data is shorter than the declared %d bytes", p, endpoint.ErrRefused, size)
+		return opErr("put", p, fmt.Errorf("%w: the data is shorter than the declared %d bytes", endpoint.ErrRefused, size))
 	}
 	info, err := e.data.CompleteMultipartUpload(ctx, e.bucket, k, id, parts, minio.PutObjectOptions{})
 	if err != nil {

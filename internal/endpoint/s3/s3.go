@@ -44,6 +44,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/transport"
 )
 
 // Defaults and limits of the s3: options. The limits are S3's own
@@ -87,7 +88,7 @@ type Endpoint struct {
 
 var (
 	_ endpoint.Endpoint    = (*Endpoint)(nil)
-	_ endpoint.Redirecter  = (*Endpoint)(nil)
+	_ endpoint.Presigner   = (*Endpoint)(nil)
 	_ endpoint.Checksummer = (*Endpoint)(nil)
 )
 
@@ -161,7 +162,10 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		creds = credentials.NewStaticV4(os.Getenv("AWS_ACCESS_KEY_ID"),
 			os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"))
 	}
-	tr, err := transport(cfg)
+	// One transport for both clients, with the kinds' defaults: many
+	// idle connections (the federator reads in parallel) and no
+	// transparent gzip, which would hide lengths.
+	tr, err := transport.New(cfg, transport.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("s3: endpoint %s: %w", cfg.Name, err)
 	}
@@ -207,24 +211,6 @@ func serverAddr(s string) (host string, secure bool, err error) {
 		return "", false, fmt.Errorf("%q: give only scheme://host:port", s)
 	}
 	return u.Host, u.Scheme == "https", nil
-}
-
-// transport is the HTTP transport of both clients: the CA and verification
-// settings of the endpoint, many idle connections (the federator reads in
-// parallel), and no transparent gzip, which would hide lengths.
-func transport(cfg endpoint.Config) (*http.Transport, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 256
-	tr.MaxIdleConnsPerHost = 64
-	tr.DisableCompression = true
-	tc, err := cfg.TLSConfig()
-	if err != nil {
-		return nil, err
-	}
-	if tc != nil {
-		tr.TLSClientConfig = tc
-	}
-	return tr, nil
 }
 
 var sizeRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$`)
@@ -310,7 +296,7 @@ func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 		return endpoint.Info{}, e.wrap("stat", p, err)
 	}
 	if n == 0 {
-		return endpoint.Info{}, fmt.Errorf("s3: stat %q: %w", p, endpoint.ErrNotFound)
+		return endpoint.Info{}, opErr("stat", p, endpoint.ErrNotFound)
 	}
 	return endpoint.Info{Name: path.Base(p), IsDir: true}, nil
 }
@@ -431,11 +417,11 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 		return out, nil // an empty directory
 	}
 	if _, err := e.meta.StatObject(ctx, e.bucket, e.key(dir), minio.StatObjectOptions{}); err == nil {
-		return nil, fmt.Errorf("s3: list %q: %w: not a directory", dir, endpoint.ErrRefused)
+		return nil, opErr("list", dir, fmt.Errorf("%w: not a directory", endpoint.ErrRefused))
 	} else if !isNotFound(err) {
 		return nil, e.wrap("list", dir, err)
 	}
-	return nil, fmt.Errorf("s3: list %q: %w", dir, endpoint.ErrNotFound)
+	return nil, opErr("list", dir, endpoint.ErrNotFound)
 }
 
 // errFirstByte is the cause of an Open cancelled because the server sent
@@ -450,10 +436,10 @@ var errFirstByte = errors.New("no response within the endpoint timeout")
 // another replica at the same offset.
 func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
 	if off < 0 {
-		return nil, fmt.Errorf("s3: open %q: %w: negative offset %d", p, endpoint.ErrRefused, off)
+		return nil, opErr("open", p, fmt.Errorf("%w: negative offset %d", endpoint.ErrRefused, off))
 	}
 	if p == "/" {
-		return nil, fmt.Errorf("s3: open %q: %w: is a directory", p, endpoint.ErrRefused)
+		return nil, opErr("open", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 	}
 	if n == 0 {
 		return e.openEmpty(ctx, p, off)
@@ -472,12 +458,12 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	if err != nil {
 		cancel(nil)
 		if timedOut && errors.Is(context.Cause(rctx), errFirstByte) && ctx.Err() == nil {
-			return nil, fmt.Errorf("s3: open %q: %w: %w", p, endpoint.ErrUnavailable, errFirstByte)
+			return nil, opErr("open", p, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, errFirstByte))
 		}
 		switch {
 		case isNotFound(err):
 			if info, serr := e.Stat(ctx, p); serr == nil && info.IsDir {
-				return nil, fmt.Errorf("s3: open %q: %w: is a directory", p, endpoint.ErrRefused)
+				return nil, opErr("open", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 			}
 		case isCode(err, "InvalidRange"):
 			// 416: off is at or past the end; at the end is an empty read.
@@ -489,7 +475,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 		// The answer came just as the timer fired: its body is cancelled.
 		body.Close()
 		cancel(nil)
-		return nil, fmt.Errorf("s3: open %q: %w: %w", p, endpoint.ErrUnavailable, errFirstByte)
+		return nil, opErr("open", p, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, errFirstByte))
 	}
 	// What the answer says of the object (endpoint.Versioned): a ranged
 	// answer's ObjectInfo.Size is the range's length, the whole object's
@@ -512,9 +498,9 @@ func (e *Endpoint) openEmpty(ctx context.Context, p string, off int64) (io.ReadC
 	case err != nil:
 		return nil, err
 	case info.IsDir:
-		return nil, fmt.Errorf("s3: open %q: %w: is a directory", p, endpoint.ErrRefused)
+		return nil, opErr("open", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 	case off > info.Size:
-		return nil, fmt.Errorf("s3: open %q: %w: offset %d past the end (%d bytes)", p, endpoint.ErrRefused, off, info.Size)
+		return nil, opErr("open", p, fmt.Errorf("%w: offset %d past the end (%d bytes)", endpoint.ErrRefused, off, info.Size))
 	}
 	return io.NopCloser(strings.NewReader("")), nil
 }
@@ -533,7 +519,7 @@ func (r *reader) Version() endpoint.Info { return r.ver }
 func (r *reader) Read(b []byte) (int, error) {
 	n, err := r.body.Read(b)
 	if err != nil && err != io.EOF {
-		err = fmt.Errorf("s3: read %q: %w: %w", r.path, endpoint.ErrUnavailable, err)
+		err = opErr("read", r.path, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err))
 	}
 	return n, err
 }
@@ -553,7 +539,7 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 	ctx, cancel := e.metaCtx(ctx)
 	defer cancel()
 	if p == "/" {
-		return fmt.Errorf("s3: delete %q: %w: the root", p, endpoint.ErrRefused)
+		return opErr("delete", p, fmt.Errorf("%w: the root", endpoint.ErrRefused))
 	}
 	k := e.key(p)
 	_, err := e.meta.StatObject(ctx, e.bucket, k, minio.StatObjectOptions{})
@@ -572,9 +558,9 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 	case err != nil:
 		return e.wrap("delete", p, err)
 	case inside:
-		return fmt.Errorf("s3: delete %q: %w: directory not empty", p, endpoint.ErrRefused)
+		return opErr("delete", p, fmt.Errorf("%w: directory not empty", endpoint.ErrRefused))
 	case mk == 0:
-		return fmt.Errorf("s3: delete %q: %w", p, endpoint.ErrNotFound)
+		return opErr("delete", p, endpoint.ErrNotFound)
 	}
 	return e.wrap("delete", p, e.meta.RemoveObject(ctx, e.bucket, k+"/", minio.RemoveObjectOptions{}))
 }
@@ -613,7 +599,7 @@ func (e *Endpoint) Mkdir(ctx context.Context, p string) error {
 		d := dirs[i]
 		_, err := e.meta.StatObject(ctx, e.bucket, e.key(d), minio.StatObjectOptions{})
 		if err == nil {
-			return fmt.Errorf("s3: mkdir %q: %w: %q is a file", p, endpoint.ErrExist, d)
+			return opErr("mkdir", p, fmt.Errorf("%w: %q is a file", endpoint.ErrExist, d))
 		}
 		if !isNotFound(err) {
 			return e.wrap("mkdir", p, err)
@@ -635,10 +621,10 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 	defer cancel()
 	ok, err := e.meta.BucketExists(ctx, e.bucket)
 	if err != nil {
-		return fmt.Errorf("s3: probe: %w: %w", endpoint.ErrUnavailable, err)
+		return opErr("probe", "", fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err))
 	}
 	if !ok {
-		return fmt.Errorf("s3: probe: %w: bucket %q does not exist", endpoint.ErrUnavailable, e.bucket)
+		return opErr("probe", "", fmt.Errorf("%w: bucket %q does not exist", endpoint.ErrUnavailable, e.bucket))
 	}
 	return nil
 }
@@ -652,11 +638,11 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 // there, and such uploads carry no adler32 metadata.
 func (e *Endpoint) RedirectURL(ctx context.Context, p string, op endpoint.Op) (*url.URL, error) {
 	if p == "/" {
-		return nil, fmt.Errorf("s3: redirect %q: %w: the root", p, endpoint.ErrRefused)
+		return nil, opErr("redirect", p, fmt.Errorf("%w: the root", endpoint.ErrRefused))
 	}
 	method := map[endpoint.Op]string{endpoint.OpRead: http.MethodGet, endpoint.OpWrite: http.MethodPut, endpoint.OpDelete: http.MethodDelete}[op]
 	if method == "" {
-		return nil, fmt.Errorf("s3: redirect %q: %w: op %v", p, endpoint.ErrUnsupported, op)
+		return nil, opErr("redirect", p, fmt.Errorf("%w: op %v", endpoint.ErrUnsupported, op))
 	}
 	u, err := e.meta.Presign(ctx, method, e.bucket, e.key(p), e.expiry, nil)
 	if err != nil {
@@ -679,12 +665,12 @@ func (e *Endpoint) Checksum(ctx context.Context, p, algo string) (string, error)
 		return "", err
 	}
 	if info.IsDir {
-		return "", fmt.Errorf("s3: checksum %q: %w: is a directory", p, endpoint.ErrRefused)
+		return "", opErr("checksum", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 	}
 	if v, ok := info.Checksums[strings.ToLower(algo)]; ok {
 		return v, nil
 	}
-	return "", fmt.Errorf("s3: checksum %q: %s: %w", p, algo, endpoint.ErrUnsupported)
+	return "", opErr("checksum", p, fmt.Errorf("%s: %w", algo, endpoint.ErrUnsupported))
 }
 
 // errResponse returns the S3 error answer inside err, if there is one.
@@ -733,15 +719,7 @@ func classify(err error) error {
 		"PreconditionFailed", "InvalidBucketName", "KeyTooLongError", "XMinioInvalidObjectName":
 		return endpoint.ErrRefused
 	}
-	switch {
-	case r.StatusCode == http.StatusNotFound:
-		return endpoint.ErrNotFound
-	case r.StatusCode == http.StatusRequestTimeout, r.StatusCode == http.StatusTooManyRequests, r.StatusCode >= 500:
-		return endpoint.ErrUnavailable
-	case r.StatusCode >= 400:
-		return endpoint.ErrRefused
-	}
-	return endpoint.ErrUnavailable
+	return endpoint.ClassOfStatus(r.StatusCode)
 }
 
 // wrap prefixes err with the kind, op and path, and adds its class.
@@ -750,7 +728,12 @@ func (e *Endpoint) wrap(op, p string, err error) error {
 		return nil
 	}
 	if c := classify(err); c != nil {
-		return fmt.Errorf("s3: %s %q: %w: %w", op, p, c, err)
+		return opErr(op, p, fmt.Errorf("%w: %w", c, err))
 	}
-	return fmt.Errorf("s3: %s %q: %w", op, p, err)
+	return opErr(op, p, err)
+}
+
+// opErr is the error of op on path p: "s3: op "p": err".
+func opErr(op, p string, err error) error {
+	return &endpoint.OpError{Kind: endpoint.KindS3, Op: op, Path: p, Err: err}
 }

@@ -6,7 +6,7 @@
 // cannot loop.
 //
 //	ep, err := upstream.New(ctx, endpoint.Config{Name: "global", URL: "lakefed://fed.example:8080/"}, log)
-//	ctx = upstream.WithHops(ctx, hopsOfTheIncomingRequest)
+//	ctx = httpx.WithHops(ctx, hopsOfTheIncomingRequest)
 //	info, err := ep.Stat(ctx, "/atlas/f.root") // HEAD, answered from the upstream's metadata
 //
 // URLs: lakefed://host:port/ is http, lakefeds://host:port/ is https;
@@ -15,7 +15,6 @@ package upstream
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -29,34 +28,9 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/davxml"
+	"github.com/lakefed/lakefed/internal/httpx/transport"
 )
-
-// HopsHeader carries how many federators a request has passed through.
-const HopsHeader = "X-Lakefed-Hops"
-
-// PathUnavailableHeader marks a federator's 503 that is about one path
-// (every endpoint that could hold it is down or did not answer), not
-// about the federator itself: the federator answered. Its value names
-// the endpoints that failed.
-const PathUnavailableHeader = "X-Lakefed-Path-Unavailable"
-
-// DirType is the Content-Type a lakefed federator gives a directory on
-// HEAD (the convention of Apache mod_dav and others).
-const DirType = "httpd/unix-directory"
-
-type hopsKey struct{}
-
-// WithHops returns ctx carrying the hop count of the request being served;
-// the upstream endpoint sends hops+1.
-func WithHops(ctx context.Context, hops int) context.Context {
-	return context.WithValue(ctx, hopsKey{}, hops)
-}
-
-// Hops returns the hop count WithHops stored, or 0.
-func Hops(ctx context.Context) int {
-	h, _ := ctx.Value(hopsKey{}).(int)
-	return h
-}
 
 // Endpoint is another lakefed federator seen as an endpoint.
 type Endpoint struct {
@@ -88,28 +62,19 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %s: %w", cfg.Name, err)
 	}
-	switch u.Scheme {
-	case "lakefed", "http":
-		u.Scheme = "http"
-	case "lakefeds", "https":
-		u.Scheme = "https"
-	default:
+	sc, _ := endpoint.LookupScheme(u.Scheme)
+	if !sc.Serves(endpoint.KindUpstream) {
 		return nil, fmt.Errorf("upstream: %s: scheme %q is not lakefed, lakefeds, http or https", cfg.Name, u.Scheme)
 	}
+	u.Scheme = sc.WireScheme()
 	if u.Host == "" {
 		return nil, fmt.Errorf("upstream: %s: url %q has no host", cfg.Name, cfg.URL)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
-	tr.ExpectContinueTimeout = time.Second
-	tc, err := cfg.TLSConfig()
+	tr, err := transport.New(cfg, transport.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %s: %w", cfg.Name, err)
-	}
-	if tc != nil {
-		tr.TLSClientConfig = tc
 	}
 	return &Endpoint{
 		name:    cfg.Name,
@@ -142,35 +107,36 @@ func (e *Endpoint) urlFor(p string) *url.URL {
 func (e *Endpoint) newRequest(ctx context.Context, method, p string, body io.Reader) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, e.urlFor(p).String(), body)
 	if err != nil {
-		return nil, fmt.Errorf("upstream: %s %q: %w", strings.ToLower(method), p, endpoint.ErrRefused)
+		return nil, opErr(strings.ToLower(method), p, endpoint.ErrRefused)
 	}
-	req.Header.Set(HopsHeader, strconv.Itoa(Hops(ctx)+1))
+	req.Header.Set(httpx.HopsHeader, strconv.Itoa(httpx.Hops(ctx)+1))
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
 	}
 	return req, nil
 }
 
-// statusErr maps an HTTP answer to the endpoint error classes.
+// statusErr maps an HTTP answer to the endpoint error classes: the
+// shared map, but for the federator's per-path 503 (httpx.PathUnavailableHeader),
+// which is about the path and not about the upstream.
 func statusErr(op, p string, resp *http.Response) error {
-	var class error
-	switch {
-	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
-		class = endpoint.ErrNotFound
-	case resp.StatusCode == http.StatusMethodNotAllowed && op == "mkdir":
+	if resp.StatusCode == http.StatusMethodNotAllowed && op == "mkdir" {
 		return nil
-	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(PathUnavailableHeader) != "":
-		class = endpoint.ErrPathUnavailable
-	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		class = endpoint.ErrUnavailable
-	default:
-		class = endpoint.ErrRefused
 	}
-	return fmt.Errorf("upstream: %s %q: %s: %w", op, p, resp.Status, class)
+	class := endpoint.ClassOfStatus(resp.StatusCode)
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(httpx.PathUnavailableHeader) != "" {
+		class = endpoint.ErrPathUnavailable
+	}
+	return opErr(op, p, fmt.Errorf("%s: %w", resp.Status, class))
 }
 
 func netErr(op, p string, err error) error {
-	return fmt.Errorf("upstream: %s %q: %v: %w", op, p, err, endpoint.ErrUnavailable)
+	return opErr(op, p, fmt.Errorf("%w: %w", err, endpoint.ErrUnavailable))
+}
+
+// opErr is the error of op on path p: "upstream: op "p": err".
+func opErr(op, p string, err error) error {
+	return &endpoint.OpError{Kind: endpoint.KindUpstream, Op: op, Path: p, Err: err}
 }
 
 func (e *Endpoint) do(ctx context.Context, op, method, p string, hdr http.Header) (*http.Response, error) {
@@ -201,14 +167,14 @@ func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	if resp.StatusCode != http.StatusOK {
 		return endpoint.Info{}, statusErr("stat", p, resp)
 	}
-	info := endpoint.Info{Name: path.Base(p), Size: resp.ContentLength, ETag: strings.Trim(resp.Header.Get("ETag"), `"`)}
+	info := endpoint.Info{Name: path.Base(p), Size: resp.ContentLength, ETag: httpx.TrimETag(resp.Header.Get("ETag"))}
 	if info.Size < 0 {
 		info.Size = 0
 	}
 	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
 		info.ModTime = t
 	}
-	info.IsDir = strings.HasPrefix(resp.Header.Get("Content-Type"), DirType)
+	info.IsDir = strings.HasPrefix(resp.Header.Get("Content-Type"), httpx.DirType)
 	if d := httpx.ParseDigest(resp.Header.Get("Digest")); len(d) > 0 {
 		info.Checksums = d
 	}
@@ -228,28 +194,13 @@ func (e *Endpoint) Checksum(ctx context.Context, p, algo string) (string, error)
 	if v, ok := httpx.ParseDigest(resp.Header.Get("Digest"))[algo]; ok {
 		return v, nil
 	}
-	return "", fmt.Errorf("upstream: checksum %q: %s: %w", p, algo, endpoint.ErrUnsupported)
+	return "", opErr("checksum", p, fmt.Errorf("%s: %w", algo, endpoint.ErrUnsupported))
 }
 
 // RedirectURL is the upstream federator's URL for p: the client asks it
 // and is redirected on to a replica.
 func (e *Endpoint) RedirectURL(ctx context.Context, p string, op endpoint.Op) (*url.URL, error) {
 	return e.urlFor(p), nil
-}
-
-// multistatus is the part of a WebDAV PROPFIND answer List reads.
-type multistatus struct {
-	Responses []struct {
-		Href string `xml:"href"`
-		Prop struct {
-			Length   int64  `xml:"getcontentlength"`
-			Modified string `xml:"getlastmodified"`
-			ETag     string `xml:"getetag"`
-			Type     struct {
-				Collection *struct{} `xml:"collection"`
-			} `xml:"resourcetype"`
-		} `xml:"propstat>prop"`
-	} `xml:"response"`
 }
 
 // List asks the upstream with PROPFIND Depth 1.
@@ -262,26 +213,20 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 	if resp.StatusCode != http.StatusMultiStatus {
 		return nil, statusErr("list", dir, resp)
 	}
-	var ms multistatus
-	if err := xml.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&ms); err != nil {
+	ms, err := davxml.Decode(resp.Body, davxml.MaxBody)
+	if err != nil {
 		return nil, netErr("list", dir, err)
 	}
-	self := e.urlFor(dir).Path
-	var out []endpoint.Info
-	for _, r := range ms.Responses {
-		u, err := url.Parse(r.Href)
-		if err != nil {
+	self := strings.TrimSuffix(e.urlFor(dir).Path, "/")
+	out := make([]endpoint.Info, 0, len(ms.Responses))
+	for i := range ms.Responses {
+		r := &ms.Responses[i]
+		p := strings.TrimSuffix(davxml.HrefPath(r.Href, false), "/")
+		if p == self || p == "" || !davxml.StatusOK(r.Status) {
 			continue
 		}
-		p := strings.TrimSuffix(u.Path, "/")
-		if p == strings.TrimSuffix(self, "/") || p == "" {
-			continue
-		}
-		info := endpoint.Info{Name: path.Base(p), Size: r.Prop.Length, ETag: strings.Trim(r.Prop.ETag, `"`),
-			IsDir: r.Prop.Type.Collection != nil}
-		if t, err := http.ParseTime(r.Prop.Modified); err == nil {
-			info.ModTime = t
-		}
+		info := r.Info()
+		info.Name = path.Base(p)
 		out = append(out, info)
 	}
 	return out, nil
@@ -322,7 +267,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 		resp.Body.Close()
 		cancel()
-		return nil, fmt.Errorf("upstream: open %q: offset %d: %s: %w", p, off, resp.Status, endpoint.ErrRefused)
+		return nil, opErr("open", p, fmt.Errorf("offset %d: %s: %w", off, resp.Status, endpoint.ErrRefused))
 	default:
 		resp.Body.Close()
 		cancel()
@@ -372,7 +317,7 @@ func (b *body) Read(buf []byte) (int, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil && err != io.EOF {
-		err = fmt.Errorf("upstream: read %q: %w: %w", b.p, err, endpoint.ErrUnavailable)
+		err = opErr("read", b.p, fmt.Errorf("%w: %w", err, endpoint.ErrUnavailable))
 	}
 	return n, err
 }
@@ -391,14 +336,14 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 	for range 5 {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, io.NopCloser(r))
 		if err != nil {
-			return fmt.Errorf("upstream: put %q: %v: %w", p, err, endpoint.ErrRefused)
+			return opErr("put", p, fmt.Errorf("%v: %w", err, endpoint.ErrRefused))
 		}
 		req.ContentLength = size
 		if size == 0 {
 			req.Body = http.NoBody
 		}
 		req.Header.Set("Expect", "100-continue")
-		req.Header.Set(HopsHeader, strconv.Itoa(Hops(ctx)+1))
+		req.Header.Set(httpx.HopsHeader, strconv.Itoa(httpx.Hops(ctx)+1))
 		if e.token != "" {
 			req.Header.Set("Authorization", "Bearer "+e.token)
 		}
@@ -413,7 +358,7 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 		case resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect:
 			loc, err := resp.Location()
 			if err != nil {
-				return fmt.Errorf("upstream: put %q: redirect without location: %w", p, endpoint.ErrUnavailable)
+				return opErr("put", p, fmt.Errorf("redirect without location: %w", endpoint.ErrUnavailable))
 			}
 			target = loc.String()
 			continue
@@ -421,7 +366,7 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 			return statusErr("put", p, resp)
 		}
 	}
-	return fmt.Errorf("upstream: put %q: too many redirects: %w", p, endpoint.ErrUnavailable)
+	return opErr("put", p, fmt.Errorf("too many redirects: %w", endpoint.ErrUnavailable))
 }
 
 // Delete asks the upstream to delete every replica it knows.
@@ -459,7 +404,7 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/health"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return fmt.Errorf("upstream: probe: %v: %w", err, endpoint.ErrUnavailable)
+		return opErr("probe", "", fmt.Errorf("%v: %w", err, endpoint.ErrUnavailable))
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
@@ -468,7 +413,7 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
 	if resp.StatusCode >= 500 {
-		return fmt.Errorf("upstream: probe: %s: %w", resp.Status, endpoint.ErrUnavailable)
+		return opErr("probe", "", fmt.Errorf("%s: %w", resp.Status, endpoint.ErrUnavailable))
 	}
 	return nil
 }

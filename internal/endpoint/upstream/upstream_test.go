@@ -5,51 +5,36 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/upstream"
-	"github.com/lakefed/lakefed/internal/federation"
-	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/server/servertest"
 )
 
 // TestAgainstFederator runs the upstream kind against a real federator in
-// front of a real storage server.
+// front of a real storage server (a federation in a box, servertest).
 func TestAgainstFederator(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	dir := t.TempDir()
+	fed := servertest.Start(t, servertest.Options{Configure: func(c *config.Config) {
+		c.Federation.Endpoints[0].Name = "site"
+		c.Federation.Health.Interval = config.Duration(time.Hour)
+	}})
+	dir := fed.Sites[0].Dir
 	if err := os.MkdirAll(filepath.Join(dir, "d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "d", "f"), []byte("0123456789"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := storage.New(storage.Config{Root: dir}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := httptest.NewServer(st.Handler())
-	defer site.Close()
-	cfg, err := config.Parse([]byte("listen: 127.0.0.1:0\nfederation:\n  health: {interval: 1h}\n  endpoints:\n" +
-		"    - {name: site, url: '" + site.URL + "/', writable: true}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fed, err := federation.New(t.Context(), *cfg.Federation, federation.Options{Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fed.Close()
-	fsrv := httptest.NewServer(fed.Handler())
-	defer fsrv.Close()
 
 	ctx := context.Background()
-	ep, err := upstream.New(ctx, endpoint.Config{Name: "up", URL: strings.Replace(fsrv.URL, "http://", "lakefed://", 1) + "/"}, log)
+	ep, err := upstream.New(ctx, endpoint.Config{Name: "up", URL: strings.Replace(fed.URL, "http://", "lakefed://", 1) + "/"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +86,12 @@ func TestAgainstFederator(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "d", "new")); !os.IsNotExist(err) {
 		t.Errorf("after Delete: %v", err)
 	}
-	if u, _ := ep.RedirectURL(ctx, "/d/f", endpoint.OpRead); u.String() != fsrv.URL+"/d/f" {
+	if u, _ := ep.RedirectURL(ctx, "/d/f", endpoint.OpRead); u.String() != fed.URL+"/d/f" {
 		t.Errorf("RedirectURL = %s", u)
 	}
-	fsrv.Close()
+	if err := fed.Server.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := ep.Probe(ctx); !errors.Is(err, endpoint.ErrUnavailable) {
 		t.Errorf("Probe of a closed federator = %v, want ErrUnavailable", err)
 	}
@@ -115,9 +102,5 @@ func TestNewRejects(t *testing.T) {
 		if _, err := upstream.New(context.Background(), endpoint.Config{Name: "x", URL: u}, nil); err == nil {
 			t.Errorf("New(%q) succeeded", u)
 		}
-	}
-	ctx := upstream.WithHops(context.Background(), 2)
-	if upstream.Hops(ctx) != 2 || upstream.Hops(context.Background()) != 0 {
-		t.Error("WithHops/Hops do not round-trip")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"go-hep.org/x/hep/xrootd/xrdproto"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/xroot/xrdwire"
 )
 
 // Why Open does not read through go-hep: profiling BenchmarkRead showed
@@ -48,13 +49,8 @@ import (
 // may come in any order, so a frame for a later request is kept aside
 // (rare: xrootd answers one link's requests in order).
 
-// More XRootD request codes and flags (XProtocol.hh).
+// kXR_open flags and kXR_stat flags (XProtocol.hh).
 const (
-	reqClose = 3003
-	reqOpen  = 3010
-	reqRead  = 3013
-	reqStat  = 3017
-
 	openRead    = 0x0010 // kXR_open_read
 	openRetStat = 0x0400 // kXR_retstat
 
@@ -87,26 +83,16 @@ const deadlineSlack = 8
 
 // dialDirect connects to addr and logs in, within d and ctx.
 func dialDirect(ctx context.Context, addr, user string, d time.Duration) (net.Conn, error) {
-	dl := net.Dialer{Timeout: d}
-	c, err := dl.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	_ = c.SetDeadline(time.Now().Add(d))
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	err = login(c, user)
-	if !stop() {
-		c.Close()
+	c, err := xrdwire.Dial(ctx, addr, user, d)
+	switch {
+	case err == nil:
+		return c, nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return nil, ctxErr(ctx)
+	case errors.Is(err, xrdwire.ErrNeedsAuth):
+		return nil, errFallback
 	}
-	if err != nil {
-		c.Close()
-		if errors.Is(err, errNeedsAuth) {
-			return nil, errFallback
-		}
-		return nil, err
-	}
-	return c, nil
+	return nil, err
 }
 
 // openDirect sends kXR_open (read, with stat) for rp on c, a logged-in
@@ -117,20 +103,20 @@ func dialDirect(ctx context.Context, addr, user string, d time.Duration) (net.Co
 func openDirect(c net.Conn, rp string) (fh [4]byte, size int64, isDir bool, err error) {
 	req := make([]byte, 24+len(rp))
 	binary.BigEndian.PutUint16(req[0:], 2)
-	binary.BigEndian.PutUint16(req[2:], reqOpen)
+	binary.BigEndian.PutUint16(req[2:], xrdwire.ReqOpen)
 	binary.BigEndian.PutUint16(req[6:], openRead|openRetStat)
 	binary.BigEndian.PutUint32(req[20:], uint32(len(rp)))
 	copy(req[24:], rp)
 	if _, err := c.Write(req); err != nil {
 		return fh, 0, false, err
 	}
-	st, body, err := readAnswer(c, [2]byte{0, 2})
+	st, body, err := xrdwire.ReadAnswer(c, [2]byte{0, 2})
 	switch {
 	case err != nil:
 		return fh, 0, false, err
-	case st == stRedirect:
+	case st == xrdwire.StatusRedirect:
 		return fh, 0, false, errFallback
-	case st != stOK:
+	case st != xrdwire.StatusOK:
 		return fh, 0, false, errTryGoHEP
 	case len(body) < 4:
 		return fh, 0, false, fmt.Errorf("open answer of %d bytes", len(body))
@@ -144,16 +130,16 @@ func openDirect(c net.Conn, rp string) (fh [4]byte, size int64, isDir bool, err 
 		// kXR_stat on the handle: options, reserved[11], fhandle, no path.
 		req := make([]byte, 24)
 		binary.BigEndian.PutUint16(req[0:], 3)
-		binary.BigEndian.PutUint16(req[2:], reqStat)
+		binary.BigEndian.PutUint16(req[2:], xrdwire.ReqStat)
 		copy(req[16:20], fh[:])
 		if _, err := c.Write(req); err != nil {
 			return fh, 0, false, err
 		}
-		st, text, err = readAnswer(c, [2]byte{0, 3})
+		st, text, err = xrdwire.ReadAnswer(c, [2]byte{0, 3})
 		if err != nil {
 			return fh, 0, false, err
 		}
-		if st != stOK {
+		if st != xrdwire.StatusOK {
 			return fh, 0, false, errTryGoHEP
 		}
 	}
@@ -180,7 +166,7 @@ func (e *Endpoint) openDirect(ctx context.Context, p, rp string, off, n int64) (
 		if isOurs(err) {
 			return nil, wrapErr("open", p, err)
 		}
-		return nil, fmt.Errorf("xroot: open %q: %w: connect %s: %w", p, endpoint.ErrUnavailable, e.addr, err)
+		return nil, opErr("open", p, fmt.Errorf("%w: connect %s: %w", endpoint.ErrUnavailable, e.addr, err))
 	}
 	_ = c.SetDeadline(time.Now().Add(e.timeout))
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
@@ -195,19 +181,19 @@ func (e *Endpoint) openDirect(ctx context.Context, p, rp string, off, n int64) (
 		case errors.Is(err, errFallback), errors.Is(err, errTryGoHEP):
 			return nil, err
 		case serverCode(err) == codeIsDirectory:
-			return nil, fmt.Errorf("xroot: open %q: %w: is a directory", p, endpoint.ErrRefused)
+			return nil, opErr("open", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 		case serverCode(err) != 0:
 			return nil, wrapErr("open", p, err)
 		}
-		return nil, fmt.Errorf("xroot: open %q: %w: %w", p, endpoint.ErrUnavailable, err)
+		return nil, opErr("open", p, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err))
 	}
 	if isDir {
 		c.Close()
-		return nil, fmt.Errorf("xroot: open %q: %w: is a directory", p, endpoint.ErrRefused)
+		return nil, opErr("open", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 	}
 	if off > size {
 		c.Close()
-		return nil, fmt.Errorf("xroot: open %q: %w: offset %d beyond size %d", p, endpoint.ErrRefused, off, size)
+		return nil, opErr("open", p, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, size))
 	}
 	end := size
 	if n >= 0 && off+n < size {
@@ -269,7 +255,7 @@ func (r *directReader) fill() error {
 		binary.BigEndian.PutUint16(q.sid[:], r.sid)
 		var req [24]byte
 		copy(req[0:2], q.sid[:])
-		binary.BigEndian.PutUint16(req[2:], reqRead)
+		binary.BigEndian.PutUint16(req[2:], xrdwire.ReqRead)
 		copy(req[4:8], r.fh[:])
 		binary.BigEndian.PutUint64(req[8:], uint64(r.next))
 		binary.BigEndian.PutUint32(req[16:], uint32(n))
@@ -325,7 +311,7 @@ func (r *directReader) fail(err error) error {
 // Read returns the next bytes of the range.
 func (r *directReader) Read(p []byte) (int, error) {
 	if r.closed {
-		return 0, fmt.Errorf("xroot: read %q: reader closed", r.p)
+		return 0, opErr("read", r.p, fmt.Errorf("reader closed"))
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -393,9 +379,9 @@ func (r *directReader) frame() error {
 		return fmt.Errorf("answer on unexpected stream %v", sid)
 	}
 	switch st {
-	case stOK, stOKSoFar:
-	case stError:
-		if n > maxFrame {
+	case xrdwire.StatusOK, xrdwire.StatusOKSoFar:
+	case xrdwire.StatusError:
+		if n > xrdwire.MaxFrame {
 			return fmt.Errorf("error answer of %d bytes", n)
 		}
 		body := make([]byte, n)
@@ -415,7 +401,7 @@ func (r *directReader) frame() error {
 		return fmt.Errorf("server sent %d bytes for a read of %d", q.got+n, q.n)
 	}
 	q.got += n
-	q.final = st == stOK
+	q.final = st == xrdwire.StatusOK
 	if q == r.inflight[0] {
 		r.left = int(n)
 		return nil
@@ -466,11 +452,11 @@ func (r *directReader) Close() error {
 	if len(r.inflight) == 0 && r.err == nil {
 		req := make([]byte, 24)
 		binary.BigEndian.PutUint16(req[0:], 4)
-		binary.BigEndian.PutUint16(req[2:], reqClose)
+		binary.BigEndian.PutUint16(req[2:], xrdwire.ReqClose)
 		copy(req[4:8], r.fh[:])
 		_ = r.c.SetDeadline(time.Now().Add(r.timeout))
 		if _, err := r.c.Write(req); err == nil {
-			_, _, _ = readAnswer(r.br, [2]byte{0, 4})
+			_, _, _ = xrdwire.ReadAnswer(r.br, [2]byte{0, 4})
 		}
 	}
 	r.inflight = nil

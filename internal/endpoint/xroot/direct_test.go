@@ -18,6 +18,7 @@ import (
 	"go-hep.org/x/hep/xrootd"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/xroot/xrdwire"
 )
 
 // TestOpenPaths reads ranges of one file from a real xrootd on each read
@@ -148,7 +149,7 @@ func (f *rawFake) serve(c net.Conn) {
 	if _, err := io.ReadFull(c, hs); err != nil {
 		return
 	}
-	if answer(c, [2]byte{}, stOK, []byte{0, 0, 5, 0x20, 0, 0, 0, 1}) != nil {
+	if answer(c, [2]byte{}, xrdwire.StatusOK, []byte{0, 0, 5, 0x20, 0, 0, 0, 1}) != nil {
 		return
 	}
 	type readReq struct {
@@ -162,9 +163,9 @@ func (f *rawFake) serve(c net.Conn) {
 		b := f.data[q.off:end]
 		switch f.mode {
 		case "ioerror":
-			return answer(c, q.sid, stError, append(binary.BigEndian.AppendUint32(nil, codeIOError), "disk on fire\x00"...))
+			return answer(c, q.sid, xrdwire.StatusError, append(binary.BigEndian.AppendUint32(nil, codeIOError), "disk on fire\x00"...))
 		case "shrink":
-			return answer(c, q.sid, stOK, b[:len(b)/2])
+			return answer(c, q.sid, xrdwire.StatusOK, b[:len(b)/2])
 		case "die", "stall":
 			h := make([]byte, 8)
 			copy(h, q.sid[:])
@@ -178,10 +179,10 @@ func (f *rawFake) serve(c net.Conn) {
 			return errors.New("gone")
 		}
 		// Two frames: kXR_oksofar with the first half, kXR_ok with the rest.
-		if err := answer(c, q.sid, stOKSoFar, b[:len(b)/2]); err != nil {
+		if err := answer(c, q.sid, xrdwire.StatusOKSoFar, b[:len(b)/2]); err != nil {
 			return err
 		}
-		return answer(c, q.sid, stOK, b[len(b)/2:])
+		return answer(c, q.sid, xrdwire.StatusOK, b[len(b)/2:])
 	}
 	for {
 		h := make([]byte, 24)
@@ -196,30 +197,30 @@ func (f *rawFake) serve(c net.Conn) {
 		var err error
 		switch binary.BigEndian.Uint16(h[2:]) {
 		case 3006: // kXR_protocol
-			err = answer(c, sid, stOK, []byte{0, 0, 5, 0x20, 0, 0, 0, 1})
-		case reqLogin:
-			err = answer(c, sid, stOK, make([]byte, 16))
+			err = answer(c, sid, xrdwire.StatusOK, []byte{0, 0, 5, 0x20, 0, 0, 0, 1})
+		case xrdwire.ReqLogin:
+			err = answer(c, sid, xrdwire.StatusOK, make([]byte, 16))
 		case 3024: // kXR_bind: go-hep then reads on the main connection
-			err = answer(c, sid, stError, append(binary.BigEndian.AppendUint32(nil, codeUnsupported), "no bind\x00"...))
-		case reqOpen:
+			err = answer(c, sid, xrdwire.StatusError, append(binary.BigEndian.AppendUint32(nil, codeUnsupported), "no bind\x00"...))
+		case xrdwire.ReqOpen:
 			f.mu.Lock()
 			wait := f.mode == "wait" && !f.waited
 			f.waited = f.waited || wait
 			f.mu.Unlock()
 			switch {
 			case wait:
-				err = answer(c, sid, stWait, []byte{0, 0, 0, 0})
+				err = answer(c, sid, xrdwire.StatusWait, []byte{0, 0, 0, 0})
 			case f.mode == "redirect":
 				host, port, _ := net.SplitHostPort(f.redirect)
 				p, _ := strconv.Atoi(port)
-				err = answer(c, sid, stRedirect, append(binary.BigEndian.AppendUint32(nil, uint32(p)), host...))
+				err = answer(c, sid, xrdwire.StatusRedirect, append(binary.BigEndian.AppendUint32(nil, uint32(p)), host...))
 			case string(payload) != "/f":
-				err = answer(c, sid, stError, append(binary.BigEndian.AppendUint32(nil, codeNotFound), "no such file\x00"...))
+				err = answer(c, sid, xrdwire.StatusError, append(binary.BigEndian.AppendUint32(nil, codeNotFound), "no such file\x00"...))
 			default:
 				body := append(make([]byte, 12), fmt.Sprintf("1 %d 0 1700000000\x00", len(f.data))...)
-				err = answer(c, sid, stOK, body)
+				err = answer(c, sid, xrdwire.StatusOK, body)
 			}
-		case reqRead:
+		case xrdwire.ReqRead:
 			q := readReq{sid: sid, off: int64(binary.BigEndian.Uint64(h[8:])), n: int64(binary.BigEndian.Uint32(h[16:]))}
 			switch {
 			case f.mode != "ooo":
@@ -236,7 +237,7 @@ func (f *rawFake) serve(c net.Conn) {
 				held = &q
 			}
 		default:
-			err = answer(c, sid, stOK, nil)
+			err = answer(c, sid, xrdwire.StatusOK, nil)
 		}
 		if err != nil {
 			return

@@ -123,10 +123,15 @@ func wrapErr(op, p string, err error) error {
 		return nil
 	}
 	if isOurs(err) {
-		return fmt.Errorf("xroot: %s %q: %w", op, p, err)
+		return opErr(op, p, err)
 	}
 	class, _ := classOf(err)
-	return fmt.Errorf("xroot: %s %q: %w: %w", op, p, class, err)
+	return opErr(op, p, fmt.Errorf("%w: %w", class, err))
+}
+
+// opErr is the error of op on path p: "xroot: op "p": err".
+func opErr(op, p string, err error) error {
+	return &endpoint.OpError{Kind: endpoint.KindXRoot, Op: op, Path: p, Err: err}
 }
 
 // isOurs reports whether err already carries an endpoint class (this

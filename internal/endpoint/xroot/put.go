@@ -26,7 +26,7 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 		return wrapErr("put", p, err)
 	}
 	if rp == e.base {
-		return fmt.Errorf("xroot: put %q: %w: the endpoint root", p, endpoint.ErrRefused)
+		return opErr("put", p, fmt.Errorf("%w: the endpoint root", endpoint.ErrRefused))
 	}
 	tmp := tempName(rp)
 	// The open goes through doSession, which retries it on a fresh
@@ -43,7 +43,7 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 			serverCode(err) == codeFSError || serverCode(err) == codeIOError {
 			// The parent path runs into a file.
 			if in, serr := e.Stat(ctx, parent(p)); serr == nil && !in.IsDir {
-				return fmt.Errorf("xroot: put %q: %w: parent is a file", p, endpoint.ErrRefused)
+				return opErr("put", p, fmt.Errorf("%w: parent is a file", endpoint.ErrRefused))
 			}
 		}
 		return wrapErr("put", p, err)

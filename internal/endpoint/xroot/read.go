@@ -28,14 +28,14 @@ func (e *Endpoint) openFile(ctx context.Context, op, p, rp string) (*session, xr
 	})
 	if err != nil {
 		if serverCode(err) == codeIsDirectory {
-			return nil, nil, 0, fmt.Errorf("xroot: %s %q: %w: is a directory", op, p, endpoint.ErrRefused)
+			return nil, nil, 0, opErr(op, p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 		}
 		return nil, nil, 0, wrapErr(op, p, err)
 	}
 	if st := f.Info(); st != nil {
 		if st.Flags&xrdfs.StatIsDir != 0 {
 			e.closeFile(s, f)
-			return nil, nil, 0, fmt.Errorf("xroot: %s %q: %w: is a directory", op, p, endpoint.ErrRefused)
+			return nil, nil, 0, opErr(op, p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 		}
 		return s, f, st.EntrySize, nil
 	}
@@ -90,7 +90,7 @@ func (e *Endpoint) closeFile(s *session, f xrdfs.File, pending ...<-chan error) 
 // honours ctx.
 func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
 	if off < 0 {
-		return nil, fmt.Errorf("xroot: open %q: %w: negative offset", p, endpoint.ErrRefused)
+		return nil, opErr("open", p, fmt.Errorf("%w: negative offset", endpoint.ErrRefused))
 	}
 	rp, err := e.remote(p)
 	if err != nil {
@@ -100,7 +100,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 		return nil, wrapErr("open", p, ctxErr(ctx))
 	}
 	if e.isClosed() {
-		return nil, fmt.Errorf("xroot: open %q: %w: endpoint closed", p, endpoint.ErrUnavailable)
+		return nil, opErr("open", p, fmt.Errorf("%w: endpoint closed", endpoint.ErrUnavailable))
 	}
 	if !e.noDirect.Load() {
 		rc, err := e.openDirect(ctx, p, rp, off, n)
@@ -118,7 +118,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	}
 	if off > size {
 		e.closeFile(s, f)
-		return nil, fmt.Errorf("xroot: open %q: %w: offset %d beyond size %d", p, endpoint.ErrRefused, off, size)
+		return nil, opErr("open", p, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, size))
 	}
 	end := size
 	if n >= 0 && off+n < size {
@@ -174,7 +174,7 @@ func (r *reader) fill() {
 // Read returns the next bytes of the range.
 func (r *reader) Read(p []byte) (int, error) {
 	if r.closed {
-		return 0, fmt.Errorf("xroot: read %q: reader closed", r.p)
+		return 0, opErr("read", r.p, fmt.Errorf("reader closed"))
 	}
 	for len(r.cur) == 0 {
 		if r.err != nil {
@@ -195,8 +195,7 @@ func (r *reader) Read(p []byte) (int, error) {
 		r.cur = c.buf[:c.n]
 		if c.n < len(c.buf) {
 			// Deliver what came, then fail: the file shrank since open.
-			r.err = fmt.Errorf("xroot: read %q: %w: %w: file ends at %d, range ends at %d",
-				r.p, endpoint.ErrUnavailable, io.ErrUnexpectedEOF, c.off+int64(c.n), r.end)
+			r.err = opErr("read", r.p, fmt.Errorf("%w: %w: file ends at %d, range ends at %d", endpoint.ErrUnavailable, io.ErrUnexpectedEOF, c.off+int64(c.n), r.end))
 			r.inflight = nil
 		}
 	}
@@ -246,7 +245,7 @@ func (e *Endpoint) ReadV(ctx context.Context, p string, ranges []Range) ([][]byt
 	}
 	for _, rg := range ranges {
 		if rg.Off < 0 || rg.Len < 0 || rg.Len > math.MaxInt32 {
-			return nil, fmt.Errorf("xroot: readv %q: %w: bad range %d+%d", p, endpoint.ErrRefused, rg.Off, rg.Len)
+			return nil, opErr("readv", p, fmt.Errorf("%w: bad range %d+%d", endpoint.ErrRefused, rg.Off, rg.Len))
 		}
 	}
 	s, f, size, err := e.openFile(ctx, "readv", p, rp)
@@ -256,7 +255,7 @@ func (e *Endpoint) ReadV(ctx context.Context, p string, ranges []Range) ([][]byt
 	for _, rg := range ranges {
 		if rg.Off+rg.Len > size {
 			e.closeFile(s, f)
-			return nil, fmt.Errorf("xroot: readv %q: %w: range %d+%d beyond size %d", p, endpoint.ErrRefused, rg.Off, rg.Len, size)
+			return nil, opErr("readv", p, fmt.Errorf("%w: range %d+%d beyond size %d", endpoint.ErrRefused, rg.Off, rg.Len, size))
 		}
 	}
 	out := make([][]byte, len(ranges))

@@ -37,6 +37,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,9 +48,6 @@ import (
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
 )
-
-// DefaultPort is XRootD's registered port, used when the URL has none.
-const DefaultPort = "1094"
 
 // ChunkSize is the length of one kXR_write request, and of one kXR_read
 // when reads go through go-hep (servers that need authentication or
@@ -96,10 +94,11 @@ type dialCall struct {
 }
 
 var (
-	_ endpoint.Endpoint    = (*Endpoint)(nil)
-	_ endpoint.Checksummer = (*Endpoint)(nil)
-	_ endpoint.Redirecter  = (*Endpoint)(nil)
-	_ io.Closer            = (*Endpoint)(nil)
+	_ endpoint.Endpoint     = (*Endpoint)(nil)
+	_ endpoint.Checksummer  = (*Endpoint)(nil)
+	_ endpoint.Redirecter   = (*Endpoint)(nil)
+	_ endpoint.RedirectGate = (*Endpoint)(nil)
+	_ io.Closer             = (*Endpoint)(nil)
 )
 
 // New makes a root:// endpoint from cfg. cfg.URL is
@@ -118,9 +117,10 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 	if err != nil {
 		return nil, fmt.Errorf("xroot: endpoint %s: bad url: %w", cfg.Name, err)
 	}
-	switch u.Scheme {
-	case "root", "xroot":
-	case "roots", "xroots":
+	sc, _ := endpoint.LookupScheme(u.Scheme)
+	switch {
+	case sc.Kind == endpoint.KindXRoot:
+	case u.Scheme == "roots" || u.Scheme == "xroots":
 		return nil, fmt.Errorf("xroot: endpoint %s: %s:// (TLS) is not supported by the go-hep client", cfg.Name, u.Scheme)
 	default:
 		return nil, fmt.Errorf("xroot: endpoint %s: url scheme %q is not root://", cfg.Name, u.Scheme)
@@ -130,7 +130,7 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		return nil, fmt.Errorf("xroot: endpoint %s: url %q has no host", cfg.Name, cfg.URL)
 	}
 	if port == "" {
-		port = DefaultPort
+		port = strconv.Itoa(sc.DefaultPort)
 	}
 	base, err := httpx.CleanPath(u.Path) // "//store/x" -> "/store/x"; CGI was left in u.RawQuery
 	if err != nil {
@@ -450,7 +450,7 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 			// xrootd answers ENOTDIR with an I/O error: tell a file
 			// apart from a failing disk by asking.
 			if st, serr := e.Stat(ctx, dir); serr == nil && !st.IsDir {
-				return nil, fmt.Errorf("xroot: list %q: %w: not a directory", dir, endpoint.ErrRefused)
+				return nil, opErr("list", dir, fmt.Errorf("%w: not a directory", endpoint.ErrRefused))
 			}
 		}
 		return nil, wrapErr("list", dir, err)
@@ -492,7 +492,7 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 		return wrapErr("delete", p, err)
 	}
 	if rp == e.base {
-		return fmt.Errorf("xroot: delete %q: %w: the endpoint root", p, endpoint.ErrRefused)
+		return opErr("delete", p, fmt.Errorf("%w: the endpoint root", endpoint.ErrRefused))
 	}
 	st, err := e.Stat(ctx, p)
 	if err != nil {
@@ -507,7 +507,7 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 	if err != nil && st.IsDir && (serverCode(err) == codeFSError || serverCode(err) == codeIOError) {
 		// xrootd reports ENOTEMPTY as an FS error; a refusal, not an outage.
 		if ents, lerr := e.List(ctx, p); lerr == nil && len(ents) > 0 {
-			return fmt.Errorf("xroot: delete %q: %w: directory not empty", p, endpoint.ErrRefused)
+			return opErr("delete", p, fmt.Errorf("%w: directory not empty", endpoint.ErrRefused))
 		}
 	}
 	return wrapErr("delete", p, err)
@@ -533,7 +533,7 @@ func (e *Endpoint) Mkdir(ctx context.Context, p string) error {
 			if st.IsDir {
 				return nil
 			}
-			return fmt.Errorf("xroot: mkdir %q: %w", p, endpoint.ErrExist)
+			return opErr("mkdir", p, endpoint.ErrExist)
 		}
 	}
 	return wrapErr("mkdir", p, err)
@@ -551,9 +551,9 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 		return nil
 	}
 	if isOurs(err) && errors.Is(err, endpoint.ErrUnavailable) {
-		return fmt.Errorf("xroot: probe %s: %w", e.name, err)
+		return opErr("probe", "", err)
 	}
-	return fmt.Errorf("xroot: probe %s: %w: stat %q: %w", e.name, endpoint.ErrUnavailable, e.base, err)
+	return opErr("probe", "", fmt.Errorf("%w: stat %q: %w", endpoint.ErrUnavailable, e.base, err))
 }
 
 // Checksum asks the server for p's checksum (kXR_query kXR_Qcksum, on a
@@ -565,7 +565,7 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 func (e *Endpoint) Checksum(ctx context.Context, p, algo string) (string, error) {
 	algo = strings.ToLower(algo)
 	if algo != httpx.Adler32 {
-		return "", fmt.Errorf("xroot: checksum %q: %s: %w", p, algo, endpoint.ErrUnsupported)
+		return "", opErr("checksum", p, fmt.Errorf("%s: %w", algo, endpoint.ErrUnsupported))
 	}
 	rp, err := e.remote(p)
 	if err != nil {
@@ -582,22 +582,27 @@ func (e *Endpoint) Checksum(ctx context.Context, p, algo string) (string, error)
 	ans = strings.TrimRight(ans, "\x00\n ")
 	name, val, ok := strings.Cut(ans, " ")
 	if !ok || !strings.EqualFold(name, algo) {
-		return "", fmt.Errorf("xroot: checksum %q: server answered %q: %w", p, ans, endpoint.ErrUnsupported)
+		return "", opErr("checksum", p, fmt.Errorf("server answered %q: %w", ans, endpoint.ErrUnsupported))
 	}
 	sums := httpx.ParseDigest(algo + "=" + strings.TrimSpace(val))
 	v, ok := sums[algo]
 	if !ok {
-		return "", fmt.Errorf("xroot: checksum %q: bad %s value %q: %w", p, algo, val, endpoint.ErrUnavailable)
+		return "", opErr("checksum", p, fmt.Errorf("bad %s value %q: %w", algo, val, endpoint.ErrUnavailable))
 	}
 	return v, nil
 }
+
+// CanRedirect reports whether the endpoint has an HTTP door (http_url):
+// HTTP clients cannot follow a redirect to root://, so without one the
+// federator proxies.
+func (e *Endpoint) CanRedirect() bool { return e.httpURL != nil }
 
 // RedirectURL returns the URL of p on the server's HTTP door (http_url +
 // base + p) for any op: XrdHttp serves GET, PUT and DELETE. Without
 // http_url it wraps ErrUnsupported and the federator proxies.
 func (e *Endpoint) RedirectURL(ctx context.Context, p string, op endpoint.Op) (*url.URL, error) {
 	if e.httpURL == nil {
-		return nil, fmt.Errorf("xroot: redirect %q: no http_url: %w", p, endpoint.ErrUnsupported)
+		return nil, opErr("redirect", p, fmt.Errorf("no http_url: %w", endpoint.ErrUnsupported))
 	}
 	rp, err := e.remote(p)
 	if err != nil {

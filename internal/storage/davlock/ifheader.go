@@ -1,10 +1,10 @@
 // This file is adapted from golang.org/x/net/webdav/if.go (v0.62.0),
 // Copyright 2014 The Go Authors, used under the BSD-style licence of
 // golang.org/x/net. The parser is unexported there; the storage role needs
-// it because it checks WebDAV locks itself for every method (guardLocks,
+// it because it checks WebDAV locks itself for every method (Locks.Guard,
 // RFC 4918 §10.4): x/net/webdav's own check is not used.
 
-package storage
+package davlock
 
 // The If header is covered by Section 10.4.
 // http://www.webdav.org/specs/rfc4918.html#HEADER_If

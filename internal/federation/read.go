@@ -12,152 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/lakefed/lakefed/internal/endpoint"
-	"github.com/lakefed/lakefed/internal/endpoint/upstream"
 	"github.com/lakefed/lakefed/internal/httpx"
 )
-
-// Header names the federator reads or writes.
-const (
-	// HopsHeader counts the federators a request has passed through; a
-	// federator reached at max_hops asks no upstream (loop stop).
-	HopsHeader = upstream.HopsHeader
-	// DebugHeader: a request carrying it (any value) gets ChoiceHeader
-	// back, saying how the replicas were ranked and what each endpoint
-	// answered.
-	DebugHeader = "X-Lakefed-Debug"
-	// ChoiceHeader is the debug answer.
-	ChoiceHeader = "X-Lakefed-Choice"
-	// SiteParam is the query parameter that pins a request to one
-	// endpoint, by name: "?lakefed.site=NAME" (lakefed bench --site). Only
-	// that endpoint is asked, redirected to or proxied from, as the CMS
-	// AAA scale tests pinned one site through the redirectors; a file it
-	// lacks is 404 (503 when it is down) even if others have it. The
-	// parameter never reaches an endpoint: endpoints get paths, and
-	// redirects carry the endpoint's own URL.
-	SiteParam = "lakefed.site"
-)
-
-// Handler returns the federator's HTTP handler: the namespace at every
-// path, plus /api/endpoints, /api/reload, /api/health and /metrics (files
-// at those exact paths are shadowed).
-func (f *Federator) Handler() http.Handler {
-	prom := promhttp.HandlerFor(f.m.reg, promhttp.HandlerOpts{})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		if len(p) >= 4 && (p[1] == 'a' || p[1] == 'm') {
-			switch {
-			case p == "/metrics" && r.Method == http.MethodGet:
-				prom.ServeHTTP(w, r)
-				return
-			case p == "/api/endpoints" && r.Method == http.MethodGet:
-				f.serveEndpoints(w, r)
-				return
-			case p == "/api/reload" && r.Method == http.MethodPost:
-				f.serveReload(w, r)
-				return
-			case p == "/api/disagreements" && r.Method == http.MethodGet:
-				f.serveDisagreements(w, r)
-				return
-			case p == "/api/health" && r.Method == http.MethodGet:
-				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-				_, _ = w.Write([]byte("ok\n"))
-				return
-			}
-		}
-		f.serveNamespace(w, r)
-	})
-}
-
-// serveNamespace answers a request for a path of the federated namespace.
-func (f *Federator) serveNamespace(w http.ResponseWriter, r *http.Request) {
-	p := r.URL.Path
-	if !isClean(p) {
-		var err error
-		if p, err = httpx.CleanPath(p); err != nil {
-			httpError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-	}
-	s := f.snap.Load()
-	if r.URL.RawQuery != "" && strings.Contains(r.URL.RawQuery, SiteParam) {
-		site := siteOf(r.URL.RawQuery)
-		if site != "" {
-			v := s.pins[site]
-			if v == nil {
-				httpError(w, http.StatusBadRequest, fmt.Sprintf("lakefed: %s=%q: no endpoint of that name in this federation", SiteParam, site))
-				return
-			}
-			s = v
-		}
-	}
-	hops := 0
-	if v := r.Header[HopsHeader]; len(v) > 0 {
-		if n, err := strconv.Atoi(v[0]); err == nil && n > 0 {
-			hops = n
-		}
-	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		f.serveRead(w, r, s, p, hops)
-	case "PROPFIND":
-		f.servePropfind(w, r, s, p, hops)
-	case http.MethodPut:
-		f.servePut(w, r, s, p, hops)
-	case http.MethodDelete:
-		f.serveDelete(w, r, s, p, hops)
-	case "MKCOL":
-		f.serveMkcol(w, r, s, p)
-	case http.MethodOptions:
-		h := w.Header()
-		h.Set("Allow", allow)
-		h.Set("DAV", "1")
-		w.WriteHeader(http.StatusOK)
-	default:
-		w.Header().Set("Allow", allow)
-		httpError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed")
-	}
-}
-
-const allow = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND"
-
-// siteOf returns the value of SiteParam in a raw query string, or "".
-func siteOf(raw string) string {
-	vals, err := url.ParseQuery(raw)
-	if err != nil {
-		return ""
-	}
-	return vals.Get(SiteParam)
-}
-
-// isClean reports whether p is already what httpx.CleanPath would return,
-// with a cheap scan, so that the common case allocates nothing.
-func isClean(p string) bool {
-	if p == "/" {
-		return true
-	}
-	if len(p) < 2 || len(p) > httpx.MaxPathLen || p[0] != '/' || p[len(p)-1] == '/' {
-		return false
-	}
-	seg := 0
-	for i := 1; i < len(p); i++ {
-		c := p[i]
-		switch {
-		case c < 0x20 || c == 0x7f || c == '\\' || c == '%':
-			return false
-		case c == '/':
-			n := i - seg - 1
-			if n == 0 || n > httpx.MaxNameLen || (n == 1 && p[i-1] == '.') || (n == 2 && p[i-1] == '.' && p[i-2] == '.') {
-				return false
-			}
-			seg = i
-		}
-	}
-	n := len(p) - seg - 1
-	return n <= httpx.MaxNameLen && !(n == 1 && p[len(p)-1] == '.') && !(n == 2 && p[len(p)-1] == '.' && p[len(p)-2] == '.')
-}
 
 // readQuery is what a read request's query string asks for.
 type readQuery struct {
@@ -204,9 +61,9 @@ func clientAddr(r *http.Request) netip.Addr {
 
 // serveRead answers GET and HEAD: a redirect, a metalink, metadata, a
 // listing, or the bytes.
-func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int) {
+func (f *Federator) serveRead(rq *request) {
 	for fresh := false; ; fresh = true {
-		if f.serveReadOnce(w, r, s, p, hops, fresh) != errStale || fresh {
+		if f.serveReadOnce(rq, fresh) != errStale || fresh {
 			return
 		}
 		// A proxied read found the metadata out of date before it sent
@@ -217,42 +74,43 @@ func (f *Federator) serveRead(w http.ResponseWriter, r *http.Request, s *snapsho
 // serveReadOnce answers a read from the cached metadata (fresh: from a
 // look-up made for this request). It returns errStale, having written
 // nothing, when a proxied read found a replica changed.
-func (f *Federator) serveReadOnce(w http.ResponseWriter, r *http.Request, s *snapshot, p string, hops int, fresh bool) error {
-	e := f.lookup(r.Context(), s, p, hops)
+func (f *Federator) serveReadOnce(rq *request, fresh bool) error {
+	r := rq.r
+	e := f.lookup(r.Context(), rq.s, rq.p, rq.hops)
 	if e.status != http.StatusOK {
-		f.writeMissing(w, r, s, p, e)
+		f.writeMissing(rq, e)
 		return nil
 	}
 	if e.isDir {
-		f.serveDir(w, r, s, p, e, hops)
+		f.serveDir(rq, e)
 		return nil
 	}
 	q := parseReadQuery(r.URL.RawQuery)
 	var buf [8]ranked
-	rk := f.rank(s, e, clientAddr(r), q.tried, buf[:0])
-	h := w.Header()
+	rk := f.rank(rq.s, e, clientAddr(r), q.tried, buf[:0])
+	h := rq.w.Header()
 	if _, debug := r.Header[DebugHeader]; debug {
 		h.Set(ChoiceHeader, describe(rk)+" | "+describeAnswers(e))
 	}
 	if len(rk) == 0 {
-		f.writeNoReplica(w, s, p, e, q.tried)
+		f.writeNoReplica(rq, e, q.tried)
 		return nil
 	}
 	f.refreshURLs(r, rk)
 	if q.metalink || wantsMetalink(r.Header) {
-		f.writeMetalink(w, r, p, e, rk)
+		f.writeMetalink(rq, e, rk)
 		return nil
 	}
 	if link := e.linkValue(rk); link != nil {
 		h["Link"] = link
 	}
 	if r.Method == http.MethodHead {
-		f.writeHead(w, r, s, p, e, rk)
+		f.writeHead(rq, e, rk)
 		return nil
 	}
 	best := rk[0].r
 	if best.url == "" {
-		return f.proxy(w, r, s, p, rk, fresh)
+		return f.proxy(rq, rk, fresh)
 	}
 	best.m.mm.redirects.Inc()
 	if best.loc != nil {
@@ -260,7 +118,7 @@ func (f *Federator) serveReadOnce(w http.ResponseWriter, r *http.Request, s *sna
 	} else {
 		h["Location"] = []string{best.url} // a refreshed pre-signed URL
 	}
-	w.WriteHeader(http.StatusFound)
+	rq.w.WriteHeader(http.StatusFound)
 	return nil
 }
 
@@ -378,7 +236,8 @@ func linkHeader(rk []ranked) string {
 // writeHead answers HEAD from metadata alone: this is the file-open-rate
 // path, and it touches no endpoint unless a checksum is asked for that
 // the metadata does not have.
-func (f *Federator) writeHead(w http.ResponseWriter, r *http.Request, s *snapshot, p string, e *entry, rk []ranked) {
+func (f *Federator) writeHead(rq *request, e *entry, rk []ranked) {
+	w, r := rq.w, rq.r
 	h := w.Header()
 	h["Content-Length"] = e.hSize
 	h["Accept-Ranges"] = hBytes
@@ -397,7 +256,7 @@ func (f *Federator) writeHead(w http.ResponseWriter, r *http.Request, s *snapsho
 	}
 	if wd := r.Header["Want-Digest"]; len(wd) > 0 {
 		if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
-			if d := httpx.FormatDigest(f.checksums(r, s, e, rk, algos), algos...); d != "" {
+			if d := httpx.FormatDigest(f.checksums(rq, e, rk, algos), algos...); d != "" {
 				h["Digest"] = []string{d}
 			}
 		}
@@ -427,7 +286,7 @@ var (
 // checksums returns the checksums of e, asking the replicas (best first)
 // for the wanted algorithms the metadata lacks, and remembering what they
 // say.
-func (f *Federator) checksums(r *http.Request, s *snapshot, e *entry, rk []ranked, algos []string) map[string]string {
+func (f *Federator) checksums(rq *request, e *entry, rk []ranked, algos []string) map[string]string {
 	var sums map[string]string
 	if p := e.sums.Load(); p != nil {
 		sums = *p
@@ -449,13 +308,13 @@ func (f *Federator) checksums(r *http.Request, s *snapshot, e *entry, rk []ranke
 			if same, _ := sameVersion(primary, x.r.info); !same && x.r != e.replicas[0] {
 				continue
 			}
-			v, err := endpoint.Checksum(r.Context(), x.r.m.ep, x.r.path, a)
+			v, err := endpoint.Checksum(rq.r.Context(), x.r.m.ep, x.r.path, a)
 			if err == nil {
 				add[a] = v
 				break
 			}
 			if errors.Is(endpoint.Class(err), endpoint.ErrUnavailable) {
-				f.requestResult(s, x.r.m, err, 0)
+				f.requestResult(rq.s, x.r.m, err, 0)
 			}
 		}
 	}
@@ -476,7 +335,8 @@ func (f *Federator) checksums(r *http.Request, s *snapshot, e *entry, rk []ranke
 // writeMetalink answers with a Metalink 4 document (RFC 5854) listing the
 // replicas in rank order. Proxied replicas are represented by the
 // federator's own URL.
-func (f *Federator) writeMetalink(w http.ResponseWriter, r *http.Request, p string, e *entry, rk []ranked) {
+func (f *Federator) writeMetalink(rq *request, e *entry, rk []ranked) {
+	w, r, p := rq.w, rq.r, rq.p
 	file := httpx.MetalinkFile{Name: path.Base(p), Size: e.size}
 	if sp := e.sums.Load(); sp != nil {
 		for _, algo := range []string{httpx.Adler32, httpx.MD5, httpx.CRC32C} {
@@ -514,122 +374,22 @@ func selfURL(r *http.Request, p string) string {
 	return (&url.URL{Scheme: scheme, Host: r.Host, Path: p}).String()
 }
 
-// writeMissing answers 404, 403 or 503 for a path no endpoint gave us,
-// naming every endpoint asked and what it said. 404 only when every
-// endpoint that could hold the path said "not found".
-func (f *Federator) writeMissing(w http.ResponseWriter, r *http.Request, s *snapshot, p string, e *entry) {
-	var b strings.Builder
-	switch e.status {
-	case http.StatusNotFound:
-		if len(e.answers) == 0 {
-			fmt.Fprintf(&b, "lakefed: %s: not found: no endpoint holds this path\n", p)
-		} else {
-			fmt.Fprintf(&b, "lakefed: %s: not found on any endpoint that could hold it\n", p)
-		}
-	case http.StatusServiceUnavailable:
-		var failed []string
-		for _, a := range e.answers {
-			if a.kind == ansUnavailable || a.kind == ansDown {
-				failed = append(failed, a.m.name)
-			}
-		}
-		pathUnavailable(w, s, failed)
-		fmt.Fprintf(&b, "lakefed: %s: not found on the endpoints that answered, and some could not answer\n", p)
-	default:
-		fmt.Fprintf(&b, "lakefed: %s: refused\n", p)
-	}
-	writeAnswers(&b, e)
-	httpError(w, e.status, b.String())
-}
-
-// writeNoReplica answers 503 when the path exists but no replica may be
-// used now: all are down or were tried by the client.
-func (f *Federator) writeNoReplica(w http.ResponseWriter, s *snapshot, p string, e *entry, tried []string) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "lakefed: %s: no usable replica (down, or tried by the client: %s)\n", p, strings.Join(tried, ","))
-	for _, r := range e.replicas {
-		state := "up"
-		if !r.m.h.Up() {
-			state = "down"
-		}
-		fmt.Fprintf(&b, "%s: has it, %s\n", r.m.name, state)
-	}
-	var names []string
-	for _, r := range e.replicas {
-		names = append(names, r.m.name)
-	}
-	pathUnavailable(w, s, names)
-	httpError(w, http.StatusServiceUnavailable, b.String())
-}
-
-// pathUnavailable sets the headers of a 503 about one path: Retry-After,
-// and PathUnavailableHeader naming the endpoints behind this federator
-// that failed, so that a federator asking this one as its upstream does
-// not count the answer against this federator's health.
-func pathUnavailable(w http.ResponseWriter, s *snapshot, failed []string) {
-	h := w.Header()
-	h.Set("Retry-After", retryAfter(s))
-	v := strings.Join(failed, ", ")
-	if v == "" {
-		v = "none named"
-	}
-	h.Set(upstream.PathUnavailableHeader, v)
-}
-
-func retryAfter(s *snapshot) string {
-	return strconv.Itoa(max(1, int(s.cfg.RetryAfter.D()/time.Second)))
-}
-
-func writeAnswers(b *strings.Builder, e *entry) {
-	for _, a := range e.answers {
-		fmt.Fprintf(b, "%s: %s", a.m.name, a.kind)
-		if a.err != "" {
-			fmt.Fprintf(b, ": %s", a.err)
-		}
-		if a.dur > 0 {
-			fmt.Fprintf(b, " (%s)", a.dur.Round(10*time.Microsecond))
-		}
-		b.WriteByte('\n')
-	}
-}
-
-func describeAnswers(e *entry) string {
-	var parts []string
-	for _, a := range e.answers {
-		parts = append(parts, a.m.name+"="+a.kind.String())
-	}
-	return strings.Join(parts, " ")
-}
-
-// httpError writes a short text/plain error.
-func httpError(w http.ResponseWriter, code int, msg string) {
-	h := w.Header()
-	h.Del("Link")
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if !strings.HasSuffix(msg, "\n") {
-		msg += "\n"
-	}
-	h.Set("Content-Length", strconv.Itoa(len(msg)))
-	w.WriteHeader(code)
-	_, _ = w.Write([]byte(msg))
-}
-
 // serveDir answers GET and HEAD on a directory: HEAD from metadata with
 // the directory content type, GET with a merged HTML listing.
-func (f *Federator) serveDir(w http.ResponseWriter, r *http.Request, s *snapshot, p string, e *entry, hops int) {
+func (f *Federator) serveDir(rq *request, e *entry) {
+	w, r, p := rq.w, rq.r, rq.p
 	h := w.Header()
 	if r.Method == http.MethodHead {
-		h.Set("Content-Type", upstream.DirType)
+		h.Set("Content-Type", httpx.DirType)
 		if e.lastMod != "" {
 			h.Set("Last-Modified", e.lastMod)
 		}
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	l := f.list(r.Context(), s, p, hops)
+	l := f.list(r.Context(), rq.s, p, rq.hops)
 	if l.status != http.StatusOK {
-		f.writeMissing(w, r, s, p, &entry{status: l.status, answers: l.answers})
+		f.writeMissing(rq, &entry{status: l.status, answers: l.answers})
 		return
 	}
 	var b strings.Builder

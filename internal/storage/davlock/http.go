@@ -1,29 +1,95 @@
-package storage
+// Package davlock is the storage role's WebDAV write locks (RFC 4918 §6,
+// §7, §9.10, §9.11, §10.4): the table of locks, LOCK and UNLOCK, the If
+// header, and the check every changing method makes before it starts.
+// They are answered here rather than by x/net/webdav, which refuses shared
+// locks with 501 and matches an If header's tagged list against the
+// resource the list names, not the target. The storage role hands x/net/webdav
+// Pass and asks Guard itself, so a locked resource stays protected
+// whichever code serves it.
+//
+//	locks := davlock.New(files, log) // files: the Resources of one root
+//	release, ok := locks.Guard(w, r, davlock.Target{Path: p})
+//	if !ok { return } // answered: 400, 412 or 423
+//	defer release()
+package davlock
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/net/webdav"
-	"golang.org/x/sys/unix"
 
 	"github.com/lakefed/lakefed/internal/httpx"
 )
 
-// LOCK and UNLOCK are answered here rather than by x/net/webdav, which
-// refuses shared locks with 501 (RFC 4918 §9.10, §9.11). The locks live in
-// s.locks, which the x/net/webdav handler also consults for every other
-// method, so a locked resource stays protected whichever code serves it.
+// Resources is what the locks need of the file tree they guard. Paths
+// are clean.
+type Resources interface {
+	// ETag returns the entity tag of the file at p, or "" when there is
+	// none (an If header's entity-tag conditions, RFC 4918 §10.4.4).
+	ETag(p string) string
+	// Gone reports whether nothing is at p any more (a parent that is
+	// not a directory counts): the locks of a removed resource go too.
+	Gone(p string) bool
+	// CreateEmpty makes an empty file at p unless something is there: a
+	// LOCK on an unmapped URL creates one (RFC 4918 §7.3). It reports
+	// whether it made one.
+	CreateEmpty(ctx context.Context, p string) (created bool, err error)
+	// WriteError answers a request whose CreateEmpty failed.
+	WriteError(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// Locks is the lock table of one file tree and its HTTP answers. Safe for
+// concurrent use.
+type Locks struct {
+	res Resources
+	log *slog.Logger
+	t   *table
+}
+
+// New returns an empty lock table for res. log receives internal errors.
+func New(res Resources, log *slog.Logger) *Locks {
+	return &Locks{res: res, log: log, t: newTable()}
+}
+
+// Held reports whether any lock is held: while none is, the write paths
+// skip lock checks and PROPFIND lists no lockdiscovery.
+func (ls *Locks) Held() bool { return ls.t.held.Load() > 0 }
+
+// Count returns the number of live locks.
+func (ls *Locks) Count() int { return ls.t.count() }
+
+// Create adds a lock as LOCK would, without a request: for tests that
+// fill the table. It returns the lock's token.
+func (ls *Locks) Create(now time.Time, details webdav.LockDetails, shared bool) (string, error) {
+	l, err := ls.t.create(now, details, shared)
+	return l.token, err
+}
+
+// Discovery returns the content of the lockdiscovery property of the
+// clean path p (RFC 4918 §15.8): an activelock element for each lock
+// covering it.
+func (ls *Locks) Discovery(now time.Time, p string) string {
+	x := activeLocksXML(ls.t.locksOn(now, p))
+	return strings.TrimSuffix(strings.TrimPrefix(x, "<D:lockdiscovery>"), "</D:lockdiscovery>")
+}
+
+// maxXMLBody bounds a LOCK body, as the storage role bounds every WebDAV
+// XML body.
+const maxXMLBody = 1 << 20
+
+// httpError writes a short text/plain error.
+func httpError(w http.ResponseWriter, code int, msg string) { httpx.WriteError(w, code, msg) }
 
 // lockInfo is the body of a LOCK request that creates a lock (RFC 4918
 // §14.11).
@@ -43,31 +109,31 @@ const maxLockOwner = 4 << 10
 
 // parseLockTimeout reads the Timeout header (RFC 4918 §10.7): the first
 // entry the server understands wins. No header and Infinite ask for the
-// longest lock, which create clamps to maxLockTimeout, as it does any
+// longest lock, which create clamps to MaxTimeout, as it does any
 // longer Second-n.
 func parseLockTimeout(h string) (time.Duration, bool) {
 	if strings.TrimSpace(h) == "" {
-		return maxLockTimeout, true
+		return MaxTimeout, true
 	}
 	for _, t := range strings.Split(h, ",") {
 		t = strings.TrimSpace(t)
 		if strings.EqualFold(t, "Infinite") {
-			return maxLockTimeout, true
+			return MaxTimeout, true
 		}
 		if n, ok := strings.CutPrefix(t, "Second-"); ok {
 			v, err := strconv.ParseUint(n, 10, 64)
 			if err != nil {
 				continue
 			}
-			return time.Duration(min(v, uint64(maxLockTimeout/time.Second))) * time.Second, true
+			return time.Duration(min(v, uint64(MaxTimeout/time.Second))) * time.Second, true
 		}
 	}
 	return 0, false
 }
 
-// serveLock answers LOCK on the clean path p: a new lock when there is a
+// ServeLock answers LOCK on the clean path p: a new lock when there is a
 // body, a refresh of the lock named in the If header when there is none.
-func (s *Server) serveLock(w http.ResponseWriter, r *http.Request, p string) {
+func (ls *Locks) ServeLock(w http.ResponseWriter, r *http.Request, p string) {
 	dur, ok := parseLockTimeout(r.Header.Get("Timeout"))
 	if !ok {
 		httpError(w, http.StatusBadRequest, "bad Timeout header")
@@ -88,7 +154,7 @@ func (s *Server) serveLock(w http.ResponseWriter, r *http.Request, p string) {
 	}
 	now := time.Now()
 	if len(strings.TrimSpace(string(body))) == 0 {
-		s.refreshLock(w, r, p, now, dur)
+		ls.refreshLock(w, r, p, now, dur)
 		return
 	}
 	var li lockInfo
@@ -118,7 +184,7 @@ func (s *Server) serveLock(w http.ResponseWriter, r *http.Request, p string) {
 		httpError(w, http.StatusBadRequest, "lockinfo: owner longer than 4 KiB")
 		return
 	}
-	l, err := s.locks.create(now, webdav.LockDetails{Root: p, Duration: dur, OwnerXML: owner, ZeroDepth: zero}, li.Shared != nil)
+	l, err := ls.t.create(now, webdav.LockDetails{Root: p, Duration: dur, OwnerXML: owner, ZeroDepth: zero}, li.Shared != nil)
 	switch {
 	case errors.Is(err, webdav.ErrLocked):
 		httpError(w, webdav.StatusLocked, "locked")
@@ -134,28 +200,15 @@ func (s *Server) serveLock(w http.ResponseWriter, r *http.Request, p string) {
 		httpError(w, http.StatusServiceUnavailable, "too many locks")
 		return
 	case err != nil:
-		s.log.ErrorContext(r.Context(), "lock", "path", p, "err", err)
+		ls.log.ErrorContext(r.Context(), "lock", "path", p, "err", err)
 		httpError(w, http.StatusInternalServerError, "internal error")
 		return
 	}
 	// A LOCK on an unmapped URL creates an empty resource (RFC 4918 §7.3).
-	created := false
-	if _, err := (davFS{s}).Stat(r.Context(), p); errors.Is(err, os.ErrNotExist) {
-		f, err := (davFS{s}).OpenFile(r.Context(), p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
-		if err == nil {
-			err = f.Close()
-		}
-		if err != nil && !errors.Is(err, os.ErrExist) {
-			s.locks.unlock(now, l.token, "")
-			code, reason := s.fsStatus(r, err)
-			httpError(w, code, reason)
-			return
-		}
-		created = err == nil
-	} else if err != nil {
-		s.locks.unlock(now, l.token, "")
-		code, reason := s.fsStatus(r, err)
-		httpError(w, code, reason)
+	created, err := ls.res.CreateEmpty(r.Context(), p)
+	if err != nil {
+		_ = ls.t.unlock(now, l.token, "")
+		ls.res.WriteError(w, r, err)
 		return
 	}
 	w.Header().Set("Lock-Token", "<"+l.token+">")
@@ -168,7 +221,7 @@ func (s *Server) serveLock(w http.ResponseWriter, r *http.Request, p string) {
 
 // refreshLock restarts the timeout of the lock named in the If header
 // (RFC 4918 §9.10.2); it must cover p.
-func (s *Server) refreshLock(w http.ResponseWriter, r *http.Request, p string, now time.Time, dur time.Duration) {
+func (ls *Locks) refreshLock(w http.ResponseWriter, r *http.Request, p string, now time.Time, dur time.Duration) {
 	ih, ok := parseIfHeader(r.Header.Get("If"))
 	if !ok {
 		httpError(w, http.StatusBadRequest, "lock refresh needs an If header with the lock token")
@@ -179,7 +232,7 @@ func (s *Server) refreshLock(w http.ResponseWriter, r *http.Request, p string, n
 			if c.Not || c.Token == "" {
 				continue
 			}
-			if l, err := s.locks.refresh(now, c.Token, p, dur); err == nil {
+			if l, err := ls.t.refresh(now, c.Token, p, dur); err == nil {
 				writeLockDiscovery(w, http.StatusOK, []davLock{l})
 				return
 			}
@@ -188,15 +241,15 @@ func (s *Server) refreshLock(w http.ResponseWriter, r *http.Request, p string, n
 	httpError(w, http.StatusPreconditionFailed, "no lock in the If header applies to this resource")
 }
 
-// serveUnlock answers UNLOCK (RFC 4918 §9.11): 204, or 409 when the token
+// ServeUnlock answers UNLOCK (RFC 4918 §9.11): 204, or 409 when the token
 // names no lock on p, 423 while a request relies on the lock.
-func (s *Server) serveUnlock(w http.ResponseWriter, r *http.Request, p string) {
+func (ls *Locks) ServeUnlock(w http.ResponseWriter, r *http.Request, p string) {
 	t := strings.TrimSpace(r.Header.Get("Lock-Token"))
 	if len(t) < 3 || t[0] != '<' || t[len(t)-1] != '>' {
 		httpError(w, http.StatusBadRequest, "UNLOCK needs a Lock-Token header")
 		return
 	}
-	switch err := s.locks.unlock(time.Now(), t[1:len(t)-1], p); {
+	switch err := ls.t.unlock(time.Now(), t[1:len(t)-1], p); {
 	case err == nil:
 		w.WriteHeader(http.StatusNoContent)
 	case errors.Is(err, webdav.ErrLocked):
@@ -253,7 +306,7 @@ func xmlEscape(s string) string {
 	return b.String()
 }
 
-// guardLocks decides whether request r may change the targets under the
+// Guard decides whether request r may change the targets under the
 // WebDAV locks and its If header (RFC 4918 §10.4, §7.5), and answers it
 // when not: 400 for an If header that does not parse, 412 when it
 // evaluates false (§10.4.1), 423 with the lock-token-submitted
@@ -264,9 +317,9 @@ func xmlEscape(s string) string {
 // member or the lock root. A token for another resource opens nothing.
 // The caller defers the release returned; it also drops the locks of the
 // resources a deep target lost (DELETE, MOVE, an overwritten destination).
-func (s *Server) guardLocks(w http.ResponseWriter, r *http.Request, targets ...lockTarget) (release func(), ok bool) {
+func (ls *Locks) Guard(w http.ResponseWriter, r *http.Request, targets ...Target) (release func(), ok bool) {
 	hdr := r.Header.Get("If")
-	if hdr == "" && s.locks.held.Load() == 0 {
+	if hdr == "" && !ls.Held() {
 		return func() {}, true
 	}
 	now := time.Now()
@@ -274,12 +327,12 @@ func (s *Server) guardLocks(w http.ResponseWriter, r *http.Request, targets ...l
 	if hdr != "" {
 		var code int
 		var reason string
-		if submitted, code, reason = s.evalIf(r, now, hdr); code != 0 {
+		if submitted, code, reason = ls.evalIf(r, now, hdr); code != 0 {
 			httpError(w, code, reason)
 			return nil, false
 		}
 	}
-	rel, refused := s.locks.admit(now, targets, func(l *davLock) bool {
+	rel, refused := ls.t.admit(now, targets, func(l *davLock) bool {
 		for _, p := range submitted[l.token] {
 			if l.covers(p) {
 				return true
@@ -292,7 +345,7 @@ func (s *Server) guardLocks(w http.ResponseWriter, r *http.Request, targets ...l
 		return nil, false
 	}
 	return func() {
-		s.dropGoneLocks(targets)
+		ls.dropGone(targets)
 		rel()
 	}, true
 }
@@ -302,7 +355,7 @@ func (s *Server) guardLocks(w http.ResponseWriter, r *http.Request, targets ...l
 // resource (the tagged one, else the request URI). It returns, for each
 // lock token that appears not negated, the resources of the lists naming
 // it; or 400 or 412 and a reason.
-func (s *Server) evalIf(r *http.Request, now time.Time, hdr string) (map[string][]string, int, string) {
+func (ls *Locks) evalIf(r *http.Request, now time.Time, hdr string) (map[string][]string, int, string) {
 	ih, ok := parseIfHeader(hdr)
 	if !ok {
 		return nil, http.StatusBadRequest, "bad If header"
@@ -323,7 +376,7 @@ func (s *Server) evalIf(r *http.Request, now time.Time, hdr string) (map[string]
 				submitted[c.Token] = append(submitted[c.Token], res)
 			}
 		}
-		holds = holds || s.listHolds(now, l, res)
+		holds = holds || ls.listHolds(now, l, res)
 	}
 	if !holds {
 		// §10.4.1: when every state list fails, 412. (A header that holds
@@ -352,33 +405,23 @@ func ifResource(r *http.Request, tag, reqPath string) (string, bool) {
 // listHolds evaluates one If list on the resource at clean path res: an
 // entity tag must equal res's, a lock token must name a live lock
 // covering res (§10.4.4); Not inverts either.
-func (s *Server) listHolds(now time.Time, l ifList, res string) bool {
+func (ls *Locks) listHolds(now time.Time, l ifList, res string) bool {
 	etag, haveTag := "", false
 	for _, c := range l.conditions {
 		var ok bool
 		if c.ETag != "" {
 			if !haveTag {
-				etag, haveTag = s.etagOf(res), true
+				etag, haveTag = ls.res.ETag(res), true
 			}
 			ok = c.ETag == etag
 		} else {
-			ok = s.locks.covering(now, c.Token, res)
+			ok = ls.t.covering(now, c.Token, res)
 		}
 		if ok == c.Not {
 			return false
 		}
 	}
 	return true
-}
-
-// etagOf returns the current entity tag of the file at clean path p, or ""
-// when there is none.
-func (s *Server) etagOf(p string) string {
-	var st unix.Stat_t
-	if s.statRel(rel(p), &st) != nil || !isReg(&st) {
-		return ""
-	}
-	return etag(&st)
 }
 
 // writeLockRefusal answers 423 with the lock-token-submitted precondition
@@ -397,35 +440,22 @@ func writeLockRefusal(w http.ResponseWriter, roots []string) {
 	io.WriteString(w, b.String())
 }
 
-// dropGoneLocks removes the locks rooted in a deep target whose resource
-// no longer exists. It runs while the request's guards still stand, so no
+// dropGone removes the locks rooted in a deep target whose resource no
+// longer exists. It runs while the request's guards still stand, so no
 // LOCK can slip in between the look and the removal.
-func (s *Server) dropGoneLocks(targets []lockTarget) {
+func (ls *Locks) dropGone(targets []Target) {
 	var gone []*davLock
 	for _, tg := range targets {
-		if !tg.deep {
+		if !tg.Deep {
 			continue
 		}
-		for _, l := range s.locks.locksBelow(tg.path) {
-			var st unix.Stat_t
-			err := s.statRel(rel(l.details.Root), &st)
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+		for _, l := range ls.t.locksBelow(tg.Path) {
+			if ls.res.Gone(l.details.Root) {
 				gone = append(gone, l)
 			}
 		}
 	}
 	if len(gone) > 0 {
-		s.locks.drop(gone)
+		ls.t.drop(gone)
 	}
-}
-
-// serveDAVWrite hands a request that changes tg (DELETE, MKCOL,
-// PROPPATCH) to x/net/webdav once guardLocks lets it through.
-func (s *Server) serveDAVWrite(w http.ResponseWriter, r *http.Request, tg lockTarget) {
-	release, ok := s.guardLocks(w, r, tg)
-	if !ok {
-		return
-	}
-	defer release()
-	s.dav.ServeHTTP(w, r)
 }

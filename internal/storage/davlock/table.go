@@ -1,4 +1,4 @@
-package storage
+package davlock
 
 import (
 	"container/heap"
@@ -15,15 +15,15 @@ import (
 	"golang.org/x/net/webdav"
 )
 
-// lockSystem is the storage role's table of WebDAV write locks (RFC 4918
+// table is the storage role's table of WebDAV write locks (RFC 4918
 // §6, §7). It keeps every lock with its scope: several shared locks may
 // cover a resource at once, an exclusive lock conflicts with any other,
 // and a depth-infinity lock on a collection covers all its members. Our
 // LOCK and UNLOCK handlers use it through create, refresh and unlock; every
-// method that changes a resource asks admit (through Server.guardLocks)
+// method that changes a resource asks admit (through Locks.Guard)
 // before it starts. x/net/webdav never sees it: its own check matches an
 // If header's tagged list against the resource the list names, not the
-// target, which let a token for one file open another (see passLocks).
+// target, which let a token for one file open another (see Pass).
 //
 // Locks are indexed by path in a tree of path segments, so finding what
 // covers a path walks that path's parents, and nothing scans the table:
@@ -33,10 +33,10 @@ import (
 //
 // One client must not be able to stop the server's writes (a table full of
 // never-expiring locks once turned every PUT into a 500), so every lock
-// expires within maxLockTimeout, at most maxLocksPerResource locks cover
-// any one resource and at most maxLocksTotal exist; past a cap, LOCK is
+// expires within MaxTimeout, at most MaxLocksPerResource locks cover
+// any one resource and at most MaxLocksTotal exist; past a cap, LOCK is
 // refused with errTooManyLocks (503), never anything else.
-type lockSystem struct {
+type table struct {
 	mu      sync.Mutex          // guards the fields below but held
 	byToken map[string]*davLock // every live lock by token
 	root    *lockNode           // the tree of lock roots and guards, "/" at the top
@@ -51,11 +51,11 @@ type lockSystem struct {
 // davLock is one WebDAV write lock.
 type davLock struct {
 	token   string
-	details webdav.LockDetails // Root is clean; 0 < Duration <= maxLockTimeout
+	details webdav.LockDetails // Root is clean; 0 < Duration <= MaxTimeout
 	shared  bool
 	expiry  time.Time
 	holds   int // requests currently relying on the lock (admit)
-	index   int // in lockSystem.expiry
+	index   int // in table.expiry
 }
 
 // lockNode is one path segment in the lock tree. A node stays while a
@@ -76,22 +76,22 @@ type lockNode struct {
 // Caps on the lock table. RFC 4918 §10.7 lets the server choose a lock's
 // timeout whatever the client asks; §6.4 lets it refuse a lock.
 const (
-	// maxLockTimeout is the longest a lock lives without a refresh; a
+	// MaxTimeout is the longest a lock lives without a refresh; a
 	// Timeout of Infinite, none, or more seconds gets this.
-	maxLockTimeout = time.Hour
-	// maxLocksPerResource bounds the locks covering any one resource
+	MaxTimeout = time.Hour
+	// MaxLocksPerResource bounds the locks covering any one resource
 	// (its own plus depth-infinity locks on its parents), and so the
 	// lockdiscovery a PROPFIND returns for it.
-	maxLocksPerResource = 64
-	// maxLocksTotal bounds the whole table (about 1 KiB a lock with a
+	MaxLocksPerResource = 64
+	// MaxLocksTotal bounds the whole table (about 1 KiB a lock with a
 	// short owner, see maxLockOwner).
-	maxLocksTotal = 10000
+	MaxLocksTotal = 10000
 	// maxRefusedHrefs bounds the hrefs named in one 423 answer.
 	maxRefusedHrefs = 64
 )
 
 // errTooManyLocks refuses a lock while a cap is reached; see lockCapError.
-var errTooManyLocks = errors.New("storage: too many locks")
+var errTooManyLocks = errors.New("davlock: too many locks")
 
 // lockCapError is errTooManyLocks with the time until the first lock in
 // the way expires, for Retry-After.
@@ -100,8 +100,8 @@ type lockCapError struct{ retry time.Duration }
 func (e *lockCapError) Error() string { return errTooManyLocks.Error() }
 func (e *lockCapError) Unwrap() error { return errTooManyLocks }
 
-func newLockSystem() *lockSystem {
-	return &lockSystem{byToken: make(map[string]*davLock), root: &lockNode{}}
+func newTable() *table {
+	return &table{byToken: make(map[string]*davLock), root: &lockNode{}}
 }
 
 // lockClean cleans a WebDAV name the way x/net/webdav does.
@@ -131,7 +131,7 @@ func (l *davLock) covers(name string) bool {
 
 // nodeLocked returns the node of the clean path name, or nil when none
 // exists and !create. Callers hold ls.mu.
-func (ls *lockSystem) nodeLocked(name string, create bool) *lockNode {
+func (ls *table) nodeLocked(name string, create bool) *lockNode {
 	n := ls.root
 	for _, seg := range segments(name) {
 		c := n.children[seg]
@@ -153,7 +153,7 @@ func (ls *lockSystem) nodeLocked(name string, create bool) *lockNode {
 // ancestorsLocked calls fn for every existing node strictly above the
 // clean path name, from the top, and returns the node of name (nil when
 // there is none). Callers hold ls.mu.
-func (ls *lockSystem) ancestorsLocked(name string, fn func(*lockNode)) *lockNode {
+func (ls *table) ancestorsLocked(name string, fn func(*lockNode)) *lockNode {
 	n := ls.root
 	for _, seg := range segments(name) {
 		fn(n)
@@ -179,14 +179,14 @@ func addUp(n *lockNode, d, excl, g int) {
 }
 
 // expireLocked drops the locks whose time is up. Callers hold ls.mu.
-func (ls *lockSystem) expireLocked(now time.Time) {
+func (ls *table) expireLocked(now time.Time) {
 	for len(ls.expiry) > 0 && !now.Before(ls.expiry[0].expiry) {
 		ls.removeLocked(ls.expiry[0])
 	}
 }
 
 // removeLocked takes lock l out of the table. Callers hold ls.mu.
-func (ls *lockSystem) removeLocked(l *davLock) {
+func (ls *table) removeLocked(l *davLock) {
 	delete(ls.byToken, l.token)
 	heap.Remove(&ls.expiry, l.index)
 	ls.held.Store(int64(len(ls.byToken)))
@@ -210,12 +210,12 @@ func (ls *lockSystem) removeLocked(l *davLock) {
 	addUp(n, -1, -excl, 0)
 }
 
-// clampTimeout applies maxLockTimeout: RFC 4918 §10.7 leaves the timeout
+// clampTimeout applies MaxTimeout: RFC 4918 §10.7 leaves the timeout
 // to the server, and a lock that never expires is a lock a vanished
 // client never gives back.
 func clampTimeout(d time.Duration) time.Duration {
-	if d <= 0 || d > maxLockTimeout {
-		return maxLockTimeout
+	if d <= 0 || d > MaxTimeout {
+		return MaxTimeout
 	}
 	return d
 }
@@ -226,7 +226,7 @@ func clampTimeout(d time.Duration) time.Duration {
 // request changing a resource it would cover (guards). Only the new
 // root's parents, the locks on the root itself and counters are looked
 // at, never the whole table.
-func (ls *lockSystem) create(now time.Time, details webdav.LockDetails, shared bool) (davLock, error) {
+func (ls *table) create(now time.Time, details webdav.LockDetails, shared bool) (davLock, error) {
 	details.Root = lockClean(details.Root)
 	details.Duration = clampTimeout(details.Duration)
 	ls.mu.Lock()
@@ -272,10 +272,10 @@ func (ls *lockSystem) create(now time.Time, details webdav.LockDetails, shared b
 	}
 	// A depth-infinity lock also covers every lock below it; counting them
 	// all (even on other branches) keeps the cap exact for each member.
-	if covering+below >= maxLocksPerResource {
+	if covering+below >= MaxLocksPerResource {
 		return davLock{}, &lockCapError{retry: first.Sub(now)}
 	}
-	if len(ls.byToken) >= maxLocksTotal {
+	if len(ls.byToken) >= MaxLocksTotal {
 		return davLock{}, &lockCapError{retry: ls.expiry[0].expiry.Sub(now)}
 	}
 	tok, err := newLockToken()
@@ -288,7 +288,7 @@ func (ls *lockSystem) create(now time.Time, details webdav.LockDetails, shared b
 }
 
 // insertLocked adds lock l to the table. Callers hold ls.mu.
-func (ls *lockSystem) insertLocked(l *davLock) {
+func (ls *table) insertLocked(l *davLock) {
 	n := ls.nodeLocked(l.details.Root, true)
 	n.locks = append(n.locks, l)
 	if !l.details.ZeroDepth {
@@ -318,7 +318,7 @@ func newLockToken() (string, error) {
 
 // refresh restarts the timeout of the lock token, which must cover the
 // clean path name (RFC 4918 §9.10.2).
-func (ls *lockSystem) refresh(now time.Time, token, name string, duration time.Duration) (davLock, error) {
+func (ls *table) refresh(now time.Time, token, name string, duration time.Duration) (davLock, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.expireLocked(now)
@@ -335,7 +335,7 @@ func (ls *lockSystem) refresh(now time.Time, token, name string, duration time.D
 // unlock removes the lock token, which must cover the clean path name
 // (RFC 4918 §9.11). A lock a request is relying on right now cannot go
 // (webdav.ErrLocked).
-func (ls *lockSystem) unlock(now time.Time, token, name string) error {
+func (ls *table) unlock(now time.Time, token, name string) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.expireLocked(now)
@@ -351,8 +351,8 @@ func (ls *lockSystem) unlock(now time.Time, token, name string) error {
 }
 
 // locksOn returns the locks that cover the clean path name, for the
-// lockdiscovery property: at most maxLocksPerResource.
-func (ls *lockSystem) locksOn(now time.Time, name string) []davLock {
+// lockdiscovery property: at most MaxLocksPerResource.
+func (ls *table) locksOn(now time.Time, name string) []davLock {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.expireLocked(now)
@@ -381,7 +381,7 @@ func (ls *lockSystem) locksOn(now time.Time, name string) []davLock {
 // covering reports whether the lock token is live and covers the clean
 // path name: the state token of an If header condition matches
 // (RFC 4918 §10.4.4).
-func (ls *lockSystem) covering(now time.Time, token, name string) bool {
+func (ls *table) covering(now time.Time, token, name string) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.expireLocked(now)
@@ -390,18 +390,18 @@ func (ls *lockSystem) covering(now time.Time, token, name string) bool {
 }
 
 // count returns the number of live locks.
-func (ls *lockSystem) count() int {
+func (ls *table) count() int {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return len(ls.byToken)
 }
 
-// lockTarget is a resource a request changes: PUT, MKCOL and PROPPATCH
+// Target is a resource a request changes: PUT, MKCOL and PROPPATCH
 // change one, DELETE and the two ends of a MOVE (and the destination of
 // a COPY) change every member too.
-type lockTarget struct {
-	path string // clean
-	deep bool   // members too
+type Target struct {
+	Path string // clean
+	Deep bool   // members too
 }
 
 // admit lets a request change the targets when, for each resource they
@@ -413,7 +413,7 @@ type lockTarget struct {
 // Otherwise it returns the roots of the locks in the way, at most
 // maxRefusedHrefs. Only nodes with locks are visited: the target's parents
 // and, for a deep target, the locked nodes below it.
-func (ls *lockSystem) admit(now time.Time, targets []lockTarget, submitted func(*davLock) bool) (release func(), refused []string) {
+func (ls *table) admit(now time.Time, targets []Target, submitted func(*davLock) bool) (release func(), refused []string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.expireLocked(now)
@@ -444,11 +444,11 @@ func (ls *lockSystem) admit(now time.Time, targets []lockTarget, submitted func(
 	}
 	for _, tg := range targets {
 		var inherited []*davLock // depth-infinity locks above
-		t := ls.ancestorsLocked(tg.path, func(n *lockNode) { inherited = deepLocks(inherited, n) })
+		t := ls.ancestorsLocked(tg.Path, func(n *lockNode) { inherited = deepLocks(inherited, n) })
 		switch {
 		case t == nil:
 			point(inherited)
-		case !tg.deep:
+		case !tg.Deep:
 			point(inherited, t.locks)
 		default:
 			ls.admitBelowLocked(t, inherited, point)
@@ -479,7 +479,7 @@ func (ls *lockSystem) admit(now time.Time, targets []lockTarget, submitted func(
 // admitBelowLocked calls point for node n, for its members when it has a
 // depth-infinity lock, and so on for every locked node below it;
 // inherited are the depth-infinity locks above n. Callers hold ls.mu.
-func (ls *lockSystem) admitBelowLocked(n *lockNode, inherited []*davLock, point func(...[]*davLock)) {
+func (ls *table) admitBelowLocked(n *lockNode, inherited []*davLock, point func(...[]*davLock)) {
 	if n.sub == 0 {
 		point(inherited)
 		return
@@ -522,10 +522,10 @@ func walkSubtree(n *lockNode, fn func(*lockNode)) {
 
 // guardLocked marks target as being changed and returns its node.
 // Callers hold ls.mu.
-func (ls *lockSystem) guardLocked(tg lockTarget) *lockNode {
-	n := ls.nodeLocked(tg.path, true)
+func (ls *table) guardLocked(tg Target) *lockNode {
+	n := ls.nodeLocked(tg.Path, true)
 	n.guards++
-	if tg.deep {
+	if tg.Deep {
 		n.deepGrd++
 	}
 	addUp(n, 0, 0, 1)
@@ -533,16 +533,16 @@ func (ls *lockSystem) guardLocked(tg lockTarget) *lockNode {
 }
 
 // unguardLocked undoes guardLocked on node n. Callers hold ls.mu.
-func (ls *lockSystem) unguardLocked(n *lockNode, tg lockTarget) {
+func (ls *table) unguardLocked(n *lockNode, tg Target) {
 	n.guards--
-	if tg.deep {
+	if tg.Deep {
 		n.deepGrd--
 	}
 	addUp(n, 0, 0, -1)
 }
 
 // locksBelow returns the locks rooted at or below the clean path name.
-func (ls *lockSystem) locksBelow(name string) []*davLock {
+func (ls *table) locksBelow(name string) []*davLock {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	var out []*davLock
@@ -556,7 +556,7 @@ func (ls *lockSystem) locksBelow(name string) []*davLock {
 // belongs to a URL (RFC 4918 §7): when a DELETE or MOVE removes the
 // resource, its lock goes too, rather than blocking the old URL until it
 // expires.
-func (ls *lockSystem) drop(locks []*davLock) {
+func (ls *table) drop(locks []*davLock) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	for _, l := range locks {
@@ -588,27 +588,27 @@ func (h *lockHeap) Pop() any {
 	return l
 }
 
-// passLocks is the webdav.LockSystem handed to x/net/webdav. Every lock
-// check is done by guardLocks before a request reaches that handler, so
+// Pass is the webdav.LockSystem to hand to x/net/webdav. Every lock
+// check is done by Locks.Guard before a request reaches that handler, so
 // this one confirms everything: x/net/webdav's own confirmLocks evaluates
 // a tagged If list against the resource the list names, not the target
 // (RFC 4918 §10.4), and would let a token for /X.txt open /V.txt.
-type passLocks struct{}
+type Pass struct{}
 
-var _ webdav.LockSystem = passLocks{}
+var _ webdav.LockSystem = Pass{}
 
-// Confirm confirms: guardLocks has checked the request.
-func (passLocks) Confirm(time.Time, string, string, ...webdav.Condition) (func(), error) {
+// Confirm confirms: Locks.Guard has checked the request.
+func (Pass) Confirm(time.Time, string, string, ...webdav.Condition) (func(), error) {
 	return func() {}, nil
 }
 
 // Create is called for x/net/webdav's per-request locks; none is needed.
-func (passLocks) Create(time.Time, webdav.LockDetails) (string, error) { return "", nil }
+func (Pass) Create(time.Time, webdav.LockDetails) (string, error) { return "", nil }
 
-// Refresh is never reached: LOCK is answered by serveLock.
-func (passLocks) Refresh(time.Time, string, time.Duration) (webdav.LockDetails, error) {
+// Refresh is never reached: LOCK is answered by Locks.ServeLock.
+func (Pass) Refresh(time.Time, string, time.Duration) (webdav.LockDetails, error) {
 	return webdav.LockDetails{}, webdav.ErrNoSuchLock
 }
 
-// Unlock is never reached: UNLOCK is answered by serveUnlock.
-func (passLocks) Unlock(time.Time, string) error { return webdav.ErrNoSuchLock }
+// Unlock is never reached: UNLOCK is answered by Locks.ServeUnlock.
+func (Pass) Unlock(time.Time, string) error { return webdav.ErrNoSuchLock }

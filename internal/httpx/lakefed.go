@@ -1,0 +1,37 @@
+package httpx
+
+import "context"
+
+// The protocol lakefed federators speak to each other, over plain HTTP:
+// both sides (the federator that answers, the upstream kind that asks)
+// read it from here, so the federator need not import a kind to answer
+// one.
+
+// HopsHeader carries how many federators a request has passed through; a
+// federator reached at max_hops asks no upstream, so a hierarchy with a
+// cycle cannot loop.
+const HopsHeader = "X-Lakefed-Hops"
+
+// PathUnavailableHeader marks a federator's 503 that is about one path
+// (every endpoint that could hold it is down or did not answer), not
+// about the federator itself: the federator answered. Its value names
+// the endpoints that failed.
+const PathUnavailableHeader = "X-Lakefed-Path-Unavailable"
+
+// DirType is the Content-Type a lakefed federator gives a directory on
+// HEAD (the convention of Apache mod_dav and others).
+const DirType = "httpd/unix-directory"
+
+type hopsKey struct{}
+
+// WithHops returns ctx carrying the hop count of the request being served;
+// an upstream endpoint asked with it sends hops+1.
+func WithHops(ctx context.Context, hops int) context.Context {
+	return context.WithValue(ctx, hopsKey{}, hops)
+}
+
+// Hops returns the hop count WithHops stored, or 0.
+func Hops(ctx context.Context) int {
+	h, _ := ctx.Value(hopsKey{}).(int)
+	return h
+}

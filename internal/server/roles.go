@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/sitetest"
+	"github.com/lakefed/lakefed/internal/web"
+)
+
+// role is one part of what a process runs. Start calls start in plan's
+// order, so a role may use what the roles before it set on the Server
+// (the site tests use s.fed and s.store); Shutdown calls stop in the
+// reverse order, and only for roles whose start returned nil.
+type role interface {
+	// start starts the role. ctx bounds the start only: goroutines it
+	// leaves running belong to s.runCtx and to the role's own stop.
+	start(ctx context.Context, s *Server) error
+	// stop stops the role and releases what it holds; ctx bounds the
+	// wait for requests in flight.
+	stop(ctx context.Context) error
+}
+
+// plan lists the roles of s.cfg in start order. Shutdown runs it
+// backwards, which is the order that matters: the front listener stops
+// accepting and drains first, the storage servers last.
+func (s *Server) plan() []role {
+	var rs []role
+	for i := range s.cfg.Storage {
+		rs = append(rs, &storageRole{index: i})
+	}
+	if s.cfg.Federation != nil {
+		rs = append(rs,
+			&resultsRole{},
+			&federatorRole{},
+			&siteTestsRole{},
+			&dashboardRole{},
+			&frontRole{},
+		)
+	}
+	return rs
+}
+
+// storageRole is one storage server (site.go).
+type storageRole struct {
+	index int
+	site  *Site
+}
+
+func (r *storageRole) start(_ context.Context, s *Server) error {
+	r.site = &Site{cfg: s.cfg.Storage[r.index], s: s}
+	if err := r.site.start(true); err != nil {
+		return err
+	}
+	s.sites = append(s.sites, r.site)
+	fmt.Fprintf(s.out, "storage %s serving %s\n", r.site.URL, r.site.Dir)
+	return nil
+}
+
+func (r *storageRole) stop(context.Context) error { return r.site.Stop() }
+
+// resultsRole opens the results store the dashboard shows and the site
+// tests write (see Options.ResultsPath).
+type resultsRole struct{ store *results.Store }
+
+func (r *resultsRole) start(ctx context.Context, s *Server) error {
+	path, required := s.opts.ResultsPath, s.opts.ResultsPath != ""
+	if !required {
+		path = results.DefaultPath()
+		if s.cfg.Tests != nil && s.cfg.Tests.DB != "" {
+			path = s.cfg.Tests.DB
+		}
+	}
+	st, err := results.Open(ctx, path)
+	switch {
+	case err != nil && required:
+		return fmt.Errorf("server: results store: %w", err)
+	case err != nil:
+		s.log.Error("no dashboard and no scheduled tests: cannot open the results store", "path", path, "err", err)
+		return nil
+	}
+	r.store, s.store = st, st
+	return nil
+}
+
+func (r *resultsRole) stop(context.Context) error {
+	if r.store == nil {
+		return nil
+	}
+	return r.store.Close()
+}
+
+// federatorRole is the federator; its probes run until it closes.
+type federatorRole struct{ fed *federation.Federator }
+
+func (r *federatorRole) start(_ context.Context, s *Server) error {
+	opts := federation.Options{Log: s.log}
+	if s.opts.ConfigPath != "" {
+		opts.Reload = s.loadFederation
+	}
+	fed, err := federation.New(s.runCtx, *s.cfg.Federation, opts)
+	if err != nil {
+		return err
+	}
+	r.fed, s.fed = fed, fed
+	return nil
+}
+
+func (r *federatorRole) stop(context.Context) error { return r.fed.Close() }
+
+// goroutine is a role's background loop, stopped by cancelling its
+// context and waited for.
+type goroutine struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (g *goroutine) run(parent context.Context, f func(context.Context)) {
+	ctx, cancel := context.WithCancel(parent)
+	g.cancel = cancel
+	g.wg.Go(func() { f(ctx) })
+}
+
+func (g *goroutine) stop(context.Context) error {
+	if g.cancel != nil {
+		g.cancel()
+		g.wg.Wait()
+	}
+	return nil
+}
+
+// siteTestsRole runs the scheduled site tests of the tests section; they
+// need the results store.
+type siteTestsRole struct{ goroutine }
+
+func (r *siteTestsRole) start(_ context.Context, s *Server) error {
+	if s.cfg.Tests == nil || s.store == nil {
+		return nil
+	}
+	sched, err := sitetest.New(sitetest.Options{Config: *s.cfg.Tests, Targets: sitetest.FederatorTargets(s.fed),
+		Store: s.store, Excluder: s.fed, Registerer: s.fed.Registry(), Log: s.log})
+	if err != nil {
+		return err
+	}
+	s.tests = sched
+	r.run(s.runCtx, func(ctx context.Context) { _ = sched.Run(ctx) })
+	return nil
+}
+
+// dashboardRole is the dashboard and its latency sampler; it needs the
+// results store.
+type dashboardRole struct{ goroutine }
+
+func (r *dashboardRole) start(_ context.Context, s *Server) error {
+	if s.store == nil {
+		return nil
+	}
+	var tests web.TestStatus // nil, not a nil *Scheduler, when there is none
+	if s.tests != nil {
+		tests = s.tests
+	}
+	s.dash = web.New(web.Options{Store: s.store, Federator: s.fed, Tests: tests, Log: s.log})
+	r.run(s.runCtx, s.dash.Run)
+	return nil
+}
+
+// frontRole is the federator's listener, with the dashboard under /ui/.
+type frontRole struct {
+	hs   *http.Server
+	done chan struct{} // closed when Serve returned
+}
+
+func (r *frontRole) start(_ context.Context, s *Server) error {
+	ln, err := s.listen(s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("federation: %w", err)
+	}
+	var ui http.Handler // nil, not a nil *Dashboard, when there is none
+	if s.dash != nil {
+		ui = s.dash
+	}
+	r.hs = s.newHTTPServer(web.Front(s.fed.Handler(), ui))
+	r.done = make(chan struct{})
+	s.front = ln.Addr()
+	fmt.Fprintf(s.out, "federator http://%s/ over %d endpoints, dashboard http://%s/ui/\n", ln.Addr(),
+		len(s.cfg.Federation.Endpoints), ln.Addr())
+	go func() {
+		defer close(r.done)
+		if err := r.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.fail(fmt.Errorf("federation: serve: %w", err))
+		}
+	}()
+	return nil
+}
+
+func (r *frontRole) stop(ctx context.Context) error {
+	if err := r.hs.Shutdown(ctx); err != nil {
+		r.hs.Close()
+	}
+	<-r.done
+	return nil
+}
