@@ -286,6 +286,13 @@ func (bf *benchFlags) finish(ctx context.Context, stdout io.Writer, rec *runReco
 	return nil
 }
 
+// announce tells, on stderr, what the run about to start will cost, so
+// that a 6-minute or 1 GiB run is not a surprise (and can be stopped at
+// once with ^C).
+func announce(p bench.Plan) {
+	fmt.Fprintf(os.Stderr, "bench %s\n", p)
+}
+
 func oneURL(fs *flag.FlagSet, cmd string) (string, error) {
 	if fs.NArg() != 1 {
 		return "", usageErrorf("bench %s: want one URL, got %d arguments", cmd, fs.NArg())
@@ -300,7 +307,21 @@ func (s sizeFlag) String() string {
 	if s.n == nil {
 		return "0"
 	}
-	return strconv.FormatInt(*s.n, 10)
+	return formatSize(*s.n)
+}
+
+// formatSize writes n as -h shows a default and sizeFlag parses it back:
+// "1GiB", "2.5MiB", "4KiB", "1000".
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && (n*10)%u.size == 0 {
+			return strconv.FormatFloat(float64(n)/float64(u.size), 'f', -1, 64) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func (s sizeFlag) Set(v string) error {
@@ -329,44 +350,47 @@ http(s)://, dav(s)://, file:///, root://, ... A federator pinned to one site:
 Flags:`
 
 func benchOpen(ctx context.Context, stdout io.Writer, args []string) error {
-	fs := newFlagSet("bench open", "URL\n\nOpen-rate test (CMS AAA): jobs each opening (stat + first byte, one ranged GET)\na different file every period, ramped; observed against expected rate, failure\nfraction, open-time percentiles. \"to debug\" when the rate stays under 10 Hz,\nthe trend is flat or more than 6 % fail.\n"+benchURLHelp)
+	fs := newFlagSet("bench open", "URL\n\nOpen-rate test (CMS AAA): jobs each opening (stat + first byte, one ranged GET)\na different file every period, ramped; observed against expected rate, failure\nfraction, open-time percentiles. \"to debug\" when the rate stays under 10 Hz,\nthe trend is flat or more than 6 % fail.\n\nWith the defaults: "+bench.OpenDefaults().Plan().String()+".\n"+benchURLHelp)
 	var bf benchFlags
 	bf.register(fs, true)
 	o := bench.OpenDefaults()
 	rampFlags(fs, &o.Ramp, &o.Period)
 	fs.IntVar(&o.Files, "files", o.Files, "files in the fresh file list")
-	fs.Var(sizeFlag{&o.FileSize}, "file-size", "size of each fresh file (e.g. 4KiB)")
+	fs.Var(sizeFlag{&o.FileSize}, "file-size", "`size` of each fresh file (e.g. 4KiB)")
 	return bf.parseAndRun(ctx, stdout, fs, args, "open", &o, func(t *bench.Target, c bench.Common) (*bench.Result, error) {
 		o.Common = c
+		announce(o.Plan())
 		return bench.Open(ctx, t, o)
 	})
 }
 
 func benchRead(ctx context.Context, stdout io.Writer, args []string) error {
-	fs := newFlagSet("bench read", "URL\n\nRead-rate test (CMS AAA): jobs each reading a block every period from its own\nfile (or as --vector ranges in one multi-range request), ramped; block read time,\ntotal rate against jobs, time waiting for I/O. \"to debug\" when fewer than the\ntarget jobs are sustained or the mean block read time exceeds 5 s.\n"+benchURLHelp)
+	fs := newFlagSet("bench read", "URL\n\nRead-rate test (CMS AAA): jobs each reading a block every period from its own\nfile (or as --vector ranges in one multi-range request), ramped; block read time,\ntotal rate against jobs, time waiting for I/O. \"to debug\" when fewer than the\ntarget jobs are sustained or the mean block read time exceeds 5 s.\n\nWith the defaults: "+bench.ReadDefaults().Plan().String()+".\n"+benchURLHelp)
 	var bf benchFlags
 	bf.register(fs, true)
 	o := bench.ReadDefaults()
 	rampFlags(fs, &o.Ramp, &o.Period)
-	fs.Var(sizeFlag{&o.Block}, "block", "bytes each read moves (e.g. 2.5MiB)")
+	fs.Var(sizeFlag{&o.Block}, "block", "`size` each read moves (e.g. 2.5MiB)")
 	fs.IntVar(&o.Vector, "vector", 0, "split each block into this many ranges in one multi-range request")
 	fs.IntVar(&o.Files, "files", 0, "files in the fresh set (0: one per job, at most 100)")
-	fs.Var(sizeFlag{&o.FileSize}, "file-size", "size of each fresh file (0: 8 blocks)")
+	fs.Var(sizeFlag{&o.FileSize}, "file-size", "`size` of each fresh file (0: 8 blocks)")
 	fs.IntVar(&o.TargetJobs, "target-jobs", 0, "jobs that must be sustained for \"ok\" (0: --jobs)")
 	return bf.parseAndRun(ctx, stdout, fs, args, "read", &o, func(t *bench.Target, c bench.Common) (*bench.Result, error) {
 		o.Common = c
+		announce(o.Plan())
 		return bench.Read(ctx, t, o)
 	})
 }
 
 func benchIO(ctx context.Context, stdout io.Writer, args []string) error {
-	fs := newFlagSet("bench io", "URL\n\nIO test (the Dynafed study's): writes a file of random bytes, reads it back,\ntimes both and verifies the adler32 (and the server's, when it gives one).\n"+benchURLHelp)
+	fs := newFlagSet("bench io", "URL\n\nIO test (the Dynafed study's): writes a file of random bytes, reads it back,\ntimes both and verifies the adler32 (and the server's, when it gives one).\n\nWith the defaults: "+bench.IOOptions{}.Plan().String()+".\n"+benchURLHelp)
 	var bf benchFlags
 	bf.register(fs, false)
-	o := bench.IOOptions{Size: 1 << 30}
-	fs.Var(sizeFlag{&o.Size}, "size", "file size (e.g. 1GiB)")
+	o := bench.IOOptions{Size: bench.DefaultIOSize}
+	fs.Var(sizeFlag{&o.Size}, "size", "file `size` (e.g. 1GiB)")
 	return bf.parseAndRun(ctx, stdout, fs, args, "io", &o, func(t *bench.Target, c bench.Common) (*bench.Result, error) {
 		o.Common = c
+		announce(o.Plan())
 		return bench.IO(ctx, t, o)
 	})
 }
@@ -431,10 +455,10 @@ func benchPrepare(ctx context.Context, stdout io.Writer, args []string) error {
 	var o bench.PrepareOptions
 	fs.IntVar(&o.OpenFiles, "open-files", 1000, "files for the open test")
 	o.OpenSize = 4096
-	fs.Var(sizeFlag{&o.OpenSize}, "open-size", "size of each open-test file")
+	fs.Var(sizeFlag{&o.OpenSize}, "open-size", "`size` of each open-test file")
 	fs.IntVar(&o.ReadFiles, "read-files", 100, "files for the read test")
 	o.ReadSize = 20 << 20
-	fs.Var(sizeFlag{&o.ReadSize}, "read-size", "size of each read-test file")
+	fs.Var(sizeFlag{&o.ReadSize}, "read-size", "`size` of each read-test file")
 	fs.IntVar(&o.ROOTEvents, "root-events", bench.SampleEvents, "events in the sample ROOT file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -481,18 +505,25 @@ func openStoreAt(ctx context.Context, p string) (*results.Store, error) {
 }
 
 func benchList(ctx context.Context, stdout io.Writer, args []string) error {
-	fs := newFlagSet("bench list", "\n\nLists stored runs, newest first.\n\nFlags:")
+	fs := newFlagSet("bench list", "\n\nLists stored runs, newest first: the runs of lakefed bench. The scheduled\nfunctional tests of 'lakefed serve' store theirs in the same place, one per\nendpoint a minute; --kind functional lists those, --all every run.\n\nFlags:")
 	db := storeFlags(fs)
 	var f results.Filter
-	fs.StringVar(&f.Kind, "kind", "", "only runs of this test (io, open, read, root)")
+	fs.StringVar(&f.Kind, "kind", "", "only runs of this test (io, open, read, root, "+results.KindFunctional+")")
 	fs.StringVar(&f.Site, "site", "", "only runs at this site")
 	fs.IntVar(&f.Limit, "n", 50, "at most this many runs")
+	all := fs.Bool("all", false, "every run, the scheduled functional tests' too")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return usageErrorf("bench list: takes no arguments")
+	}
+	if *all && f.Kind != "" {
+		return usageErrorf("bench list: --all and --kind exclude each other")
+	}
+	if !*all && f.Kind == "" {
+		f.ExceptKind = results.KindFunctional
 	}
 	st, err := openStoreAt(ctx, *db)
 	if err != nil {

@@ -311,19 +311,31 @@ func copyFile(ctx context.Context, src, dst *target, force bool, prog *progress)
 
 // destPath returns the path in dst to write: dst's own path, or SRC's base
 // name inside it when dst is a directory. Without force, an existing file
-// there is refused with ErrExist.
+// there is refused with ErrExist, and a destination whose existence cannot
+// be told (a federator with an endpoint down answers 503) is an error that
+// says so. With force, what cannot be told is not asked: the write goes
+// ahead, as gfal-copy -f does.
 func destPath(ctx context.Context, src, dst *target, force bool) (string, error) {
 	p := dst.path
 	info, err := dst.ep.Stat(ctx, p)
 	if err != nil && !errors.Is(err, endpoint.ErrNotFound) {
-		return "", opErr("stat", dst, err)
+		if !force {
+			return "", errUnknownDest(err)
+		}
+		if dst.dirHint {
+			return httpx.Join(p, "/"+path.Base(src.path)), nil
+		}
+		return p, nil
 	}
 	// "dir/" that does not exist yet is made by Put, which creates parents.
 	if err == nil && info.IsDir || err != nil && dst.dirHint {
 		p = httpx.Join(p, "/"+path.Base(src.path))
 		info, err = dst.ep.Stat(ctx, p)
 		if err != nil && !errors.Is(err, endpoint.ErrNotFound) {
-			return "", opErr("stat", dst, err)
+			if force {
+				return p, nil
+			}
+			return "", errUnknownDest(err)
 		}
 	}
 	switch {
@@ -336,6 +348,19 @@ func destPath(ctx context.Context, src, dst *target, force bool) (string, error)
 	}
 	return p, nil
 }
+
+// errUnknownDest is cp's error when the destination check fails for
+// another reason than "not found".
+func errUnknownDest(err error) error { return &unknownDestError{err} }
+
+// unknownDestError says why cp could not check its destination; it wraps
+// the endpoint's error so that exitCode finds its class.
+type unknownDestError struct{ err error }
+
+func (e *unknownDestError) Error() string {
+	return "cp: cannot tell whether the destination exists: " + reason(e.err) + "; -f overwrites anyway"
+}
+func (e *unknownDestError) Unwrap() error { return e.err }
 
 func runLs(ctx context.Context, args []string) error {
 	fs := newFlagSet("ls", "URL\n\nLists a directory: names sorted, directories with a trailing /.\n\nFlags:")

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"github.com/lakefed/lakefed/internal/demo"
 )
@@ -28,11 +31,49 @@ func runDemo(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	d, err := demo.Start(ctx, demo.Options{Dir: *dir, Listen: *listen, Bench: !*noBench, Log: log, Out: os.Stdout})
+	d, err := demo.Start(ctx, demo.Options{Dir: *dir, Listen: *listen, Bench: !*noBench, Log: log, Out: os.Stdout, Command: selfCommand()})
 	if err != nil {
 		return err
 	}
 	err = d.Wait()
 	fmt.Println("demo: stopped")
 	return err
+}
+
+// selfCommand is how the commands the demo prints run this binary, so that
+// they work as printed: "lakefed" when PATH finds this very binary, "go
+// run ./cmd/lakefed" under go run from the repository root (go run's
+// binary is removed when it exits), else this binary's absolute path.
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "lakefed"
+	}
+	onPath, _ := exec.LookPath("lakefed")
+	_, err = os.Stat(filepath.Join("cmd", "lakefed", "main.go"))
+	return demoCommand(exe, onPath, err == nil)
+}
+
+// demoCommand is selfCommand's choice: exe is the running binary, onPath
+// what PATH finds as "lakefed" ("" for nothing), inRepo whether the
+// working directory is the repository root.
+func demoCommand(exe, onPath string, inRepo bool) string {
+	if onPath != "" && sameBinary(onPath, exe) {
+		return "lakefed"
+	}
+	// go run builds into $GOTMPDIR or $TMPDIR/go-build*/.../exe/.
+	if inRepo && strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run ./cmd/lakefed"
+	}
+	return demo.ShellQuote(exe)
+}
+
+// sameBinary reports whether a and b name the same file.
+func sameBinary(a, b string) bool {
+	ia, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	ib, err := os.Stat(b)
+	return err == nil && os.SameFile(ia, ib)
 }

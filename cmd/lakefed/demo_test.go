@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -72,11 +73,12 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	out := strings.Join(printed, "\n")
-	for _, want := range []string{"curl -L " + fed + "/demo/", "lakefed cp " + fed + "/demo/events.root", "lakefed ls -l " + fed + "/demo/"} {
+	for _, want := range []string{"curl -L " + fed + "/demo/", lakefedBin + " cp -f " + fed + "/demo/events.root", lakefedBin + " ls -l " + fed + "/demo/"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the demo's help lacks %q:\n%s", want, out)
 		}
 	}
+	runTryLines(t, printed, tmp)
 	if !strings.HasPrefix(dir, tmp) {
 		t.Fatalf("data directory %q is not a temporary directory under %s", dir, tmp)
 	}
@@ -126,5 +128,81 @@ wait:
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("after exit, %s: %v; want it removed", dir, err)
+	}
+}
+
+// runTryLines runs every command the demo printed under "Try:" as a user
+// would paste it: by sh, from another directory, with no lakefed on PATH
+// (issue 11, item 1). Each must exit 0; the cp must leave its file, and
+// running it twice must work too.
+func runTryLines(t *testing.T, printed []string, tmp string) {
+	t.Helper()
+	var try []string
+	in := false
+	for _, l := range printed {
+		switch {
+		case strings.TrimSpace(l) == "Try:":
+			in = true
+		case in && strings.TrimSpace(l) == "":
+			in = false
+		case in:
+			try = append(try, strings.TrimSpace(l))
+		}
+	}
+	if len(try) < 3 {
+		t.Fatalf("the demo printed %d commands to try, want 3:\n%s", len(try), strings.Join(printed, "\n"))
+	}
+	for _, line := range append(try, try...) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, "sh", "-c", line)
+		cmd.Dir = t.TempDir()
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + tmp, "TMPDIR=" + tmp}
+		outb, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Errorf("%s: %v\n%s", line, err, outb)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(tmp, "events.root")); err != nil || st.Size() == 0 {
+		t.Errorf("after the printed cp, %s/events.root: %v", tmp, err)
+	}
+}
+
+// TestDemoCommand: the printed commands name this binary the way that
+// runs it (issue 11, item 1).
+func TestDemoCommand(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "lakefed")
+	other := filepath.Join(dir, "other")
+	goRun := filepath.Join(dir, "go-build123", "b001", "exe", "lakefed")
+	spaced := filepath.Join(dir, "my bin", "lakefed")
+	for _, p := range []string{bin, other, goRun, spaced} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		exe    string
+		onPath string
+		inRepo bool
+		want   string
+	}{
+		{"on PATH", bin, bin, false, "lakefed"},
+		{"another lakefed on PATH", bin, other, true, bin},
+		{"nothing on PATH", bin, "", true, bin},
+		{"go run from the repository", goRun, "", true, "go run ./cmd/lakefed"},
+		{"go run elsewhere", goRun, "", false, goRun},
+		{"path with a space", spaced, "", false, "'" + spaced + "'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := demoCommand(tt.exe, tt.onPath, tt.inRepo); got != tt.want {
+				t.Errorf("demoCommand(%q, %q, %v) = %q, want %q", tt.exe, tt.onPath, tt.inRepo, got, tt.want)
+			}
+		})
 	}
 }

@@ -32,7 +32,7 @@ var commands = []struct {
 	command
 }{
 	{"storage", command{"serve a directory over HTTP/WebDAV", runStorage}},
-	{"serve", command{"run the roles a config file names (--config FILE)", runServe}},
+	{"serve", command{"run the roles a config file names (FILE or --config FILE)", runServe}},
 	{"check-config", command{"validate a config file", runCheckConfig}},
 	{"cp", command{"copy a file: local path or URL on either side", runCp}},
 	{"ls", command{"list a directory (-l: size and mtime)", runLs}},
@@ -79,7 +79,9 @@ func run(args []string, stderr io.Writer) int {
 		if err == nil || errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "lakefed: %v\n", err)
+		if ue := (*usageError)(nil); !errors.As(err, &ue) || !ue.printed {
+			fmt.Fprintf(stderr, "lakefed: %v\n", err)
+		}
 		return exitCode(err)
 	}
 	fmt.Fprintf(stderr, "lakefed: unknown command %q (see 'lakefed help')\n", args[0])
@@ -96,12 +98,16 @@ func usage(w io.Writer) {
 }
 
 // usageError marks an error as the caller's mistake (exit code 2).
-type usageError struct{ msg string }
+// printed says the flag package has already printed it, with the usage.
+type usageError struct {
+	msg     string
+	printed bool
+}
 
 func (e *usageError) Error() string { return e.msg }
 
 func usageErrorf(format string, a ...any) error {
-	return &usageError{fmt.Sprintf(format, a...)}
+	return &usageError{msg: fmt.Sprintf(format, a...)}
 }
 
 func exitCode(err error) int {
@@ -136,12 +142,16 @@ func newFlagSet(name, argsUsage string) *flag.FlagSet {
 // package alone stops at the first argument that is not a flag. "--" ends
 // the flags; what follows is positional even when it starts with "-".
 // Afterwards fs.Args() holds the positional arguments in their order.
-// Every subcommand parses with it.
+// Every subcommand parses with it. A bad flag is a usage error (exit 2),
+// which the flag package has printed already with the usage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return err
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return &usageError{msg: err.Error(), printed: true}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,19 +23,20 @@ import (
 // servers, the tests section: config.RestartChanges) keeps its old value
 // until a restart, and the reload says so in the log and in its answer.
 //
-//	lakefed serve --config FILE [-v] [--pprof 127.0.0.1:6060]
+//	lakefed serve [--config] FILE [-v] [--pprof 127.0.0.1:6060]
 func runServe(ctx context.Context, args []string) error {
-	fs := newFlagSet("serve", "")
-	cfgPath := fs.String("config", "", "the YAML config file (required)")
+	fs := newFlagSet("serve", "FILE")
+	cfgFlag := fs.String("config", "", "the YAML config `FILE` (or give it as the argument)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this host:port (off by default; for profiling only)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *cfgPath == "" || fs.NArg() != 0 {
-		return usageErrorf("serve: give --config FILE and no arguments")
+	cfgPath, err := configArg(fs, *cfgFlag, "serve")
+	if err != nil {
+		return err
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
 	}
@@ -62,7 +64,7 @@ func runServe(ctx context.Context, args []string) error {
 		wg.Go(func() { servePprof(ctx, pln, log) })
 	}
 
-	srv, err := server.Start(ctx, cfg, server.Options{ConfigPath: *cfgPath, Log: log, Out: os.Stdout})
+	srv, err := server.Start(ctx, cfg, server.Options{ConfigPath: cfgPath, Log: log, Out: os.Stdout})
 	if err != nil {
 		return err
 	}
@@ -103,16 +105,31 @@ func reloadOnHUP(ctx context.Context, srv *server.Server, hup <-chan os.Signal, 
 	}
 }
 
+// configArg returns the config file a command names, as its one argument
+// or as --config FILE (named is that flag's value): one convention for
+// serve and check-config.
+func configArg(fs *flag.FlagSet, named, cmd string) (string, error) {
+	switch {
+	case named != "" && fs.NArg() == 0:
+		return named, nil
+	case named == "" && fs.NArg() == 1:
+		return fs.Arg(0), nil
+	}
+	return "", usageErrorf("%s: give one config FILE, as the argument or as --config FILE", cmd)
+}
+
 // runCheckConfig loads and validates a config file and says what it runs.
 func runCheckConfig(ctx context.Context, args []string) error {
 	fs := newFlagSet("check-config", "FILE")
+	cfgFlag := fs.String("config", "", "the YAML config `FILE` (or give it as the argument)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageErrorf("check-config: give one FILE")
+	file, err := configArg(fs, *cfgFlag, "check-config")
+	if err != nil {
+		return err
 	}
-	cfg, err := config.Load(fs.Arg(0))
+	cfg, err := config.Load(file)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -120,6 +137,6 @@ func runCheckConfig(ctx context.Context, args []string) error {
 	if cfg.Federation != nil {
 		eps = len(cfg.Federation.Endpoints)
 	}
-	fmt.Printf("%s: ok (%d storage servers, federation: %v, %d endpoints)\n", fs.Arg(0), len(cfg.Storage), cfg.Federation != nil, eps)
+	fmt.Printf("%s: ok (%d storage servers, federation: %v, %d endpoints)\n", file, len(cfg.Storage), cfg.Federation != nil, eps)
 	return nil
 }

@@ -17,6 +17,9 @@ import (
 	"github.com/lakefed/lakefed/internal/transfer"
 )
 
+// DefaultIOSize is the IO test's file size: 1 GiB, the Dynafed study's.
+const DefaultIOSize = 1 << 30
+
 // IOOptions shape the IO test (the Dynafed study's IO benchmark).
 type IOOptions struct {
 	Common
@@ -51,7 +54,7 @@ type IOSummary struct {
 // an error; an unreachable target is one.
 func IO(ctx context.Context, t *Target, o IOOptions) (*Result, error) {
 	if o.Size <= 0 {
-		o.Size = 1 << 30
+		o.Size = DefaultIOSize
 	}
 	rng := o.rng()
 	seed := rng.Uint64()

@@ -15,13 +15,16 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,8 +63,14 @@ type Config struct {
 type Storage struct {
 	// Listen is the host:port to listen on, e.g. 127.0.0.1:9001. Required.
 	Listen string `yaml:"listen"`
-	// Root is the directory served; it must exist. Required.
+	// Root is the directory served; it must exist unless CreateRoot is
+	// set. Required.
 	Root string `yaml:"root"`
+	// CreateRoot makes Root (and its missing parents, mode 0755) on
+	// start when it is missing, so that an example config runs as
+	// shipped. Default false: a mistyped root is an error, not a new
+	// empty site.
+	CreateRoot bool `yaml:"create_root"`
 	// TLSCert is a PEM certificate chain; with TLSKey it turns on HTTPS.
 	// Both or neither must be set.
 	TLSCert string `yaml:"tls_cert"`
@@ -350,14 +359,66 @@ func Parse(data []byte) (*Config, error) {
 	d := &decoder{lines: map[string]int{}}
 	d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), "")
 	c.lines = d.lines
-	if len(d.errs) > 0 {
+	if d.stopped {
 		return nil, errors.Join(d.errs...)
 	}
+	// Validate even when decoding failed: a value of the wrong type must
+	// not hide a bad URL further down (check-config reports every
+	// problem). The fields that failed to decode kept their zero value,
+	// so what Validate says of them is dropped: the decode error says it.
 	c.SetDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
+	errs := d.errs
+	for _, e := range unjoin(c.Validate()) {
+		if !coveredBy(e, d.errs) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortStableFunc(errs, byLine)
+		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// unjoin returns the errors errors.Join put in err, or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// coveredBy reports whether e is about a field (or a field inside one)
+// that one of decodeErrs is about.
+func coveredBy(e error, decodeErrs []error) bool {
+	var fe *FieldError
+	if !errors.As(e, &fe) || fe.Path == "" {
+		return false
+	}
+	for _, de := range decodeErrs {
+		var d *FieldError
+		if errors.As(de, &d) && d.Path != "" &&
+			(fe.Path == d.Path || strings.HasPrefix(fe.Path, d.Path+".") || strings.HasPrefix(fe.Path, d.Path+"[")) {
+			return true
+		}
+	}
+	return false
+}
+
+// byLine orders problems by their line in the file; those without one
+// (a missing field) last.
+func byLine(a, b error) int {
+	line := func(e error) int {
+		var fe *FieldError
+		if errors.As(e, &fe) && fe.Line > 0 {
+			return fe.Line
+		}
+		return math.MaxInt
+	}
+	return cmp.Compare(line(a), line(b))
 }
 
 // SetDefaults fills every zero field that has a default. It is idempotent.

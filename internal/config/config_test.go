@@ -169,9 +169,15 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestExampleFile: the shipped examples pass check-config: the one that
+// runs as shipped and the commented reference beside it.
 func TestExampleFile(t *testing.T) {
-	if _, err := Load("../../examples/federation.yaml"); err != nil {
-		t.Fatalf("examples/federation.yaml: %v", err)
+	for _, name := range []string{"federation.yaml", "reference.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Load("../../examples/" + name); err != nil {
+				t.Fatalf("examples/%s: %v", name, err)
+			}
+		})
 	}
 }
 
@@ -249,5 +255,44 @@ func TestEveryScheme(t *testing.T) {
 		if _, err := Parse([]byte(y)); err == nil || !strings.Contains(err.Error(), "is not one of") {
 			t.Errorf("url %s: Parse = %v, want a scheme error", u, err)
 		}
+	}
+}
+
+// TestEveryProblemReported: a decode error (a duration given as a bare
+// number) does not hide the other problems of the file (a misspelt key,
+// a bad URL): each is reported once, with its line (issue 11, item 7).
+func TestEveryProblemReported(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want []string // one problem each, in line order
+	}{
+		{"decode and validate", `federation:
+  health:
+    intervall: 2s
+    timeout: 2
+  endpoints:
+    - name: a
+      url: "gopher://h/"
+`, []string{"line 3: federation.health.intervall: unknown field", "line 4: federation.health.timeout: invalid duration", "line 7: federation.endpoints[0].url: "}},
+		{"decode only", "federation:\n  endpoints: [{name: a, url: 'http://h/'}]\ntests:\n  interval: 2\n",
+			[]string{"line 4: tests.interval: invalid duration"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatal("Parse accepted the file")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tc.want) {
+				t.Fatalf("%d problems reported, want %d:\n%v", len(lines), len(tc.want), err)
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("problem %d = %q, want it to start with %q", i, lines[i], w)
+				}
+			}
+		})
 	}
 }

@@ -61,6 +61,11 @@ type Tests struct {
 	// excludes none more and reports itself suspect (log and metric).
 	// Default 0.5; must be in (0, 1].
 	MaxExcludedFraction float64 `yaml:"max_excluded_fraction"`
+	// Retention is how long the results store keeps the tests' runs
+	// (kind "functional", about 1,440 a day per endpoint at the default
+	// interval) and their samples; older ones are deleted hourly. Runs of
+	// lakefed bench are kept. Default 168h (7 days).
+	Retention Duration `yaml:"retention"`
 	// DB is the results store. Default: the bench store's default path
 	// ($LAKEFED_BENCH_DB, else ~/.local/share/lakefed/bench.db).
 	DB string `yaml:"db"`
@@ -76,6 +81,7 @@ const (
 	DefaultTestsRate           = 5
 	DefaultTestsFailAfter      = 3
 	DefaultMaxExcludedFraction = 0.5
+	DefaultTestsRetention      = 7 * 24 * time.Hour
 )
 
 // setDefaults fills the zero fields of t; nil t is left alone.
@@ -106,6 +112,9 @@ func (t *Tests) setDefaults() {
 	}
 	if t.MaxExcludedFraction == 0 {
 		t.MaxExcludedFraction = DefaultMaxExcludedFraction
+	}
+	if t.Retention == 0 {
+		t.Retention = Duration(DefaultTestsRetention)
 	}
 }
 
@@ -145,5 +154,8 @@ func (t *Tests) validate(v *validator, path string, haveFederation bool) {
 	}
 	if t.MaxExcludedFraction <= 0 || t.MaxExcludedFraction > 1 {
 		v.errorf(path+".max_excluded_fraction", "%v is not in (0, 1]", t.MaxExcludedFraction)
+	}
+	if t.Retention < t.Interval {
+		v.errorf(path+".retention", "%v is shorter than the interval (%v)", t.Retention, t.Interval)
 	}
 }

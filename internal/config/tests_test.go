@@ -20,7 +20,8 @@ func TestTestsSection(t *testing.T) {
 	}
 	ts := c.Tests
 	if ts == nil || ts.Interval.D() != time.Minute || ts.FailAfter != 3 || ts.MaxExcludedFraction != 0.5 ||
-		ts.ProbePath != "/lakefed-probe" || ts.ProbeSize != 4096 || ts.MaxRequestsPerSecond != 5 || !ts.ExcludeFailing {
+		ts.ProbePath != "/lakefed-probe" || ts.ProbeSize != 4096 || ts.MaxRequestsPerSecond != 5 || !ts.ExcludeFailing ||
+		ts.Retention.D() != 7*24*time.Hour {
 		t.Errorf("tests defaults = %+v", ts)
 	}
 	cases := []struct{ name, yaml, want string }{
@@ -28,6 +29,7 @@ func TestTestsSection(t *testing.T) {
 		{"negative fraction", testsBase + "tests:\n  max_excluded_fraction: -0.1\n", "tests.max_excluded_fraction"},
 		{"probe path root", testsBase + "tests:\n  probe_path: /\n", "tests.probe_path"},
 		{"unclean probe path", testsBase + "tests:\n  probe_path: a/../b\n", "tests.probe_path"},
+		{"retention under the interval", testsBase + "tests:\n  interval: 10m\n  retention: 5m\n", "tests.retention: 5m0s is shorter than the interval (10m0s)"},
 		{"bad interval", testsBase + "tests:\n  interval: soon\n", "tests.interval"},
 		{"unknown key", testsBase + "tests:\n  every: 5s\n", "tests.every: unknown field"},
 		{"no federation", "storage:\n  - listen: 127.0.0.1:9001\n    root: /tmp\ntests:\n  interval: 5s\n", "tests: scheduled tests need a federation"},

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -101,6 +103,15 @@ func (d *Demo) BenchRuns(ctx context.Context) ([]results.Run, error) {
 	return mine, nil
 }
 
+// ShellQuote returns s as one word for a POSIX shell: as it is when it is
+// made of characters no shell treats specially, else in single quotes.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=+@%,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // WriteHelp prints what the demo runs: the URLs, where each sample file
 // is, and three commands to try.
 func (d *Demo) WriteHelp(w io.Writer) {
@@ -133,7 +144,13 @@ func (d *Demo) WriteHelp(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nTry:\n")
 	fmt.Fprintf(w, "  curl -L %s/demo/README.txt\n", f)
-	fmt.Fprintf(w, "  lakefed cp %s%s /tmp/events.root\n", f, ROOTPath)
-	fmt.Fprintf(w, "  lakefed ls -l %s/demo/\n", f)
+	// -f: the command works again when run twice. The copy goes to the
+	// temporary directory ($TMPDIR), not to a fixed /tmp path.
+	lf := d.opts.Command
+	if lf == "" {
+		lf = "lakefed"
+	}
+	fmt.Fprintf(w, "  %s cp -f %s%s %s\n", lf, f, ROOTPath, ShellQuote(filepath.Join(os.TempDir(), "events.root")))
+	fmt.Fprintf(w, "  %s ls -l %s/demo/\n", lf, f)
 	fmt.Fprintf(w, "\nCtrl-C stops everything.\n")
 }

@@ -68,6 +68,11 @@ type Options struct {
 	MetadataTTL time.Duration
 	// Log receives the servers' logs. Nil: slog.Default().
 	Log *slog.Logger
+	// Command is how the commands the help prints run lakefed: the
+	// binary actually running, so that they work as printed when no
+	// lakefed is on PATH (cmd/lakefed gives its own path, or "go run
+	// ./cmd/lakefed"). Empty: "lakefed".
+	Command string
 	// Out receives the help (WriteHelp) when the demo is up, then the
 	// benchmark's report lines, written from a goroutine of the demo.
 	// Nil: discarded.
@@ -157,6 +162,9 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	}
 	if opts.Out == nil {
 		opts.Out = io.Discard
+	}
+	if opts.Command == "" {
+		opts.Command = "lakefed"
 	}
 	benchCtx, cancelBench := context.WithCancel(context.WithoutCancel(ctx))
 	d := &Demo{

@@ -32,7 +32,8 @@ func (f *Federator) writeMissing(rq *request, e *entry) {
 			}
 		}
 		pathUnavailable(rq, failed)
-		fmt.Fprintf(&b, "lakefed: %s: not found on the endpoints that answered, and some could not answer\n", p)
+		// The first line is the one clients show: name who did not answer.
+		fmt.Fprintf(&b, "lakefed: %s: not found on the endpoints that answered; unavailable: %s\n", p, strings.Join(failed, ", "))
 	default:
 		fmt.Fprintf(&b, "lakefed: %s: refused\n", p)
 	}

@@ -751,3 +751,97 @@ func TestMetricsAndAPI(t *testing.T) {
 		t.Errorf("reload without a reloader = %d, want 501", resp.StatusCode)
 	}
 }
+
+// TestPrefixMostSpecific: an endpoint configured for /scratch takes the
+// writes under /scratch even when an endpoint for / is preferred by
+// priority, and reads under /scratch find what it holds (issue 11, item 4).
+func TestPrefixMostSpecific(t *testing.T) {
+	cases := []struct {
+		name     string
+		mode     string // "" (redirect) or "proxy"
+		path     string
+		wantSite string
+	}{
+		{"scratch redirect", "", "/scratch/s.txt", "site-c"},
+		{"scratch proxied", "mode: proxy", "/scratch/sub/s.txt", "site-c"},
+		{"outside the prefix", "", "/other/s.txt", "site-a"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, c := newFake("site-a", tc.mode == ""), newFake("site-c", tc.mode == "")
+			extra := []string{"writable: true", "prefix: /scratch", "priority: 5"}
+			if tc.mode != "" {
+				extra = append(extra, tc.mode)
+			}
+			tf := startFed(t, cfgYAML(slowHealth, ep("site-a", "writable: true", "priority: 1"), ep("site-c", extra...)), a, c)
+			resp, body := tf.do(t, "PUT", tc.path, nil, strings.NewReader("data"))
+			site := resp.Header.Get("X-Lakefed-Endpoint")
+			if loc := resp.Header.Get("Location"); loc != "" {
+				site, _, _ = strings.Cut(strings.TrimPrefix(loc, "http://"), ".example")
+				// A redirected write is the client's to make: make it.
+				f := map[string]*fakeEP{"site-a": a, "site-c": c}[site]
+				rest := tc.path
+				if site == "site-c" {
+					rest = strings.TrimPrefix(tc.path, "/scratch")
+				}
+				if f != nil {
+					f.put(rest, []byte("data"))
+				}
+			} else if resp.StatusCode != 201 {
+				t.Fatalf("PUT %s = %d %s", tc.path, resp.StatusCode, body)
+			}
+			if site != tc.wantSite {
+				t.Fatalf("PUT %s went to %q, want %q", tc.path, site, tc.wantSite)
+			}
+			other := map[string]*fakeEP{"site-a": c, "site-c": a}[tc.wantSite]
+			if _, ok := other.get(tc.path); ok {
+				t.Errorf("the other site holds %s too", tc.path)
+			}
+			resp, body = tf.do(t, "GET", tc.path, nil, nil)
+			got := resp.Header.Get("X-Lakefed-Endpoint")
+			if loc := resp.Header.Get("Location"); loc != "" {
+				got, _, _ = strings.Cut(strings.TrimPrefix(loc, "http://"), ".example")
+			}
+			if got == "" && body == "data" {
+				got = tc.wantSite // proxied: the only replica is there (checked above)
+			}
+			if resp.StatusCode >= 400 || got != tc.wantSite {
+				t.Errorf("GET %s = %d from %q (%q), want it from %s", tc.path, resp.StatusCode, got, body, tc.wantSite)
+			}
+		})
+	}
+}
+
+// TestDeleteReport: a DELETE that leaves replicas says, on the first line
+// of its body (the line clients show), which replicas went and which were
+// refused and why (issue 11, item 5).
+func TestDeleteReport(t *testing.T) {
+	cases := []struct {
+		name     string
+		holders  []string // sites holding /f
+		wantLine string
+	}{
+		{"only replica read-only", []string{"site-c"},
+			"lakefed: delete /f: no replica was deleted; refused: site-c (read-only in the federation)"},
+		{"one deleted one refused", []string{"site-a", "site-c"},
+			"lakefed: delete /f: deleted: site-a; refused: site-c (read-only in the federation)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, c := newFake("site-a", true), newFake("site-c", true)
+			fakes := map[string]*fakeEP{"site-a": a, "site-c": c}
+			for _, h := range tc.holders {
+				fakes[h].put("/f", []byte("1"))
+			}
+			tf := startFed(t, cfgYAML(slowHealth, ep("site-a", "writable: true"), ep("site-c")), a, c)
+			resp, body := tf.do(t, "DELETE", "/f", nil, nil)
+			first, _, _ := strings.Cut(body, "\n")
+			if resp.StatusCode != 403 || first != tc.wantLine {
+				t.Errorf("DELETE = %d, first line %q, want 403 %q", resp.StatusCode, first, tc.wantLine)
+			}
+			if _, ok := c.get("/f"); !ok {
+				t.Errorf("the read-only replica was deleted")
+			}
+		})
+	}
+}

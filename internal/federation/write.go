@@ -17,7 +17,10 @@ import (
 )
 
 // writable returns the members that may take a write of p, healthy ones
-// first sorted by priority, and how many matched but are down.
+// in placement order, and how many matched but are down. Placement order
+// is placeBefore's: the most specific prefix first, as an endpoint
+// configured for /scratch is where /scratch/x belongs even when one for /
+// is preferred by priority.
 func writable(s *snapshot, p string, hops int) (up []*member, down int) {
 	for _, m := range s.members {
 		if !m.writable || !m.matches(p) || (m.upstream && hops >= s.cfg.MaxHops) {
@@ -29,16 +32,23 @@ func writable(s *snapshot, p string, hops int) (up []*member, down int) {
 		}
 		up = append(up, m)
 	}
-	slices.SortStableFunc(up, func(a, b *member) int {
-		if a.upstream != b.upstream { // locals before upstreams
-			if a.upstream {
-				return 1
-			}
-			return -1
-		}
-		return a.priority - b.priority
-	})
+	slices.SortStableFunc(up, placeBefore)
 	return up, down
+}
+
+// placeBefore orders write candidates: the longer (more specific) prefix
+// first, then locals before upstreams, then the lower priority.
+func placeBefore(a, b *member) int {
+	if la, lb := len(a.prefix), len(b.prefix); la != lb {
+		return lb - la
+	}
+	if a.upstream != b.upstream {
+		if a.upstream {
+			return 1
+		}
+		return -1
+	}
+	return a.priority - b.priority
 }
 
 // servePut places a file. The rules (README, "Guarantees"):
@@ -162,7 +172,7 @@ func (f *Federator) placeWrite(s *snapshot, p string, cands []*member, e *entry)
 	m := cands[0]
 	if s.cfg.Placement == "spread" {
 		n := 1
-		for n < len(cands) && cands[n].priority == m.priority && cands[n].upstream == m.upstream {
+		for n < len(cands) && placeBefore(cands[n], m) == 0 {
 			n++
 		}
 		m = cands[f.spread.Add(1)%uint64(n)]
@@ -313,7 +323,7 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 // serveDelete removes every replica of p on writable endpoints. It looks
 // afresh (not from the cache) so that no replica is missed. 204 when every
 // replica went, 404 when there was none, else the worst failure with a
-// body saying which endpoint said what.
+// body saying which replicas went, which did not and why (deleteReport).
 func (f *Federator) serveDelete(rq *request) {
 	w, r, s, p, hops := rq.w, rq.r, rq.s, rq.p, rq.hops
 	e := f.locate(r.Context(), s, p, hops, false)
@@ -334,7 +344,7 @@ func (f *Federator) serveDelete(rq *request) {
 	var wg sync.WaitGroup
 	for i, rep := range e.replicas {
 		if !rep.m.writable {
-			errs[i] = fmt.Errorf("read-only in the federation: %w", endpoint.ErrRefused)
+			errs[i] = errReadOnly
 			continue
 		}
 		wg.Go(func() {
@@ -350,24 +360,7 @@ func (f *Federator) serveDelete(rq *request) {
 		})
 	}
 	wg.Wait()
-	status := http.StatusNoContent
-	var b strings.Builder
-	for i, rep := range e.replicas {
-		if errs[i] == nil {
-			fmt.Fprintf(&b, "%s: deleted\n", rep.m.name)
-			continue
-		}
-		fmt.Fprintf(&b, "%s: %v\n", rep.m.name, errs[i])
-		if st := endpoint.HTTPStatus(errs[i]); status == http.StatusNoContent || st == http.StatusServiceUnavailable {
-			status = st
-		}
-	}
-	for _, a := range e.answers {
-		if a.kind == ansDown || a.kind == ansUnavailable {
-			fmt.Fprintf(&b, "%s: %s: a replica there may remain\n", a.m.name, a.kind)
-			status = http.StatusServiceUnavailable
-		}
-	}
+	status, report := deleteReport(e, errs)
 	if status == http.StatusNoContent {
 		w.WriteHeader(status)
 		return
@@ -375,7 +368,61 @@ func (f *Federator) serveDelete(rq *request) {
 	if status == http.StatusServiceUnavailable {
 		pathUnavailable(rq, nil)
 	}
-	httpError(w, status, fmt.Sprintf("lakefed: delete %s: not every replica was deleted\n%s", p, b.String()))
+	httpError(w, status, fmt.Sprintf("lakefed: delete %s: %s", p, report))
+}
+
+// errReadOnly: a replica on an endpoint the federation does not write to.
+var errReadOnly = fmt.Errorf("read-only in the federation: %w", endpoint.ErrRefused)
+
+// deleteReport sums up a DELETE: 204, or the worst failure and a report
+// whose first line (the one clients show) names the replicas deleted, the
+// ones refused and why, the ones that failed and the endpoints that did
+// not answer, then one line per endpoint.
+func deleteReport(e *entry, errs []error) (int, string) {
+	status := http.StatusNoContent
+	var deleted, refused, failed, remain, lines []string
+	for i, rep := range e.replicas {
+		err := errs[i]
+		switch {
+		case err == nil:
+			deleted = append(deleted, rep.m.name)
+			lines = append(lines, rep.m.name+": deleted")
+			continue
+		case errors.Is(err, errReadOnly):
+			refused = append(refused, rep.m.name+" (read-only in the federation)")
+		case errors.Is(err, endpoint.ErrRefused):
+			refused = append(refused, fmt.Sprintf("%s (%v)", rep.m.name, err))
+		default:
+			failed = append(failed, fmt.Sprintf("%s (%v)", rep.m.name, err))
+		}
+		lines = append(lines, fmt.Sprintf("%s: %v", rep.m.name, err))
+		if st := endpoint.HTTPStatus(err); status == http.StatusNoContent || st == http.StatusServiceUnavailable {
+			status = st
+		}
+	}
+	for _, a := range e.answers {
+		if a.kind == ansDown || a.kind == ansUnavailable {
+			remain = append(remain, fmt.Sprintf("%s (%s)", a.m.name, a.kind))
+			lines = append(lines, fmt.Sprintf("%s: %s: a replica there may remain", a.m.name, a.kind))
+			status = http.StatusServiceUnavailable
+		}
+	}
+	if status == http.StatusNoContent {
+		return status, ""
+	}
+	parts := []string{"no replica was deleted"}
+	if len(deleted) > 0 {
+		parts[0] = "deleted: " + strings.Join(deleted, ", ")
+	}
+	for _, g := range []struct {
+		label string
+		names []string
+	}{{"refused", refused}, {"failed", failed}, {"no answer, a replica may remain", remain}} {
+		if len(g.names) > 0 {
+			parts = append(parts, g.label+": "+strings.Join(g.names, ", "))
+		}
+	}
+	return status, strings.Join(parts, "; ") + "\n" + strings.Join(lines, "\n") + "\n"
 }
 
 // serveMkcol creates the directory p on every healthy writable endpoint

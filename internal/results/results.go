@@ -47,6 +47,12 @@ const (
 	StatusInterrupted = "interrupted"
 )
 
+// KindFunctional is the kind of the scheduled functional tests' runs
+// (package sitetest). They come by the thousand a day, so listings leave
+// them out unless asked (Filter.ExceptKind) and they are kept for a
+// limited time only (Prune).
+const KindFunctional = "functional"
+
 // ErrNotFound is returned for a run ID the store does not hold.
 var ErrNotFound = errors.New("store: no such run")
 
@@ -152,6 +158,9 @@ type Filter struct {
 	Site string
 	// Target matches the target URL exactly.
 	Target string
+	// ExceptKind leaves out the runs of this kind ("" leaves out none):
+	// a listing of manual runs is not buried under KindFunctional ones.
+	ExceptKind string
 	// Before, when non-zero, keeps runs with ID < Before (paging).
 	Before int64
 	// Limit bounds the answer; 0 means 100.
@@ -493,6 +502,9 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Run, error) {
 	if f.Target != "" {
 		where, args = append(where, "target=?"), append(args, f.Target)
 	}
+	if f.ExceptKind != "" {
+		where, args = append(where, "kind!=?"), append(args, f.ExceptKind)
+	}
 	if f.Before > 0 {
 		where, args = append(where, "id<?"), append(args, f.Before)
 	}
@@ -702,4 +714,32 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 		return fmt.Errorf("delete run %d: %w", id, ErrNotFound)
 	}
 	return tx.Commit()
+}
+
+// Prune deletes the finished runs of kind that started before before,
+// with their steps and samples, in one transaction, and returns how many
+// runs it deleted. Running runs are kept: their writer still holds them.
+func (s *Store) Prune(ctx context.Context, kind string, before time.Time) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("store: prune %s runs: %w", kind, err)
+	}
+	defer tx.Rollback() // no-op after Commit
+	const old = `SELECT id FROM runs WHERE kind=? AND started<? AND status!='running'`
+	cut := before.UnixNano()
+	for _, q := range []string{`DELETE FROM samples WHERE run_id IN (` + old + `)`,
+		`DELETE FROM steps WHERE run_id IN (` + old + `)`} {
+		if _, err := tx.ExecContext(ctx, q, kind, cut); err != nil {
+			return 0, fmt.Errorf("store: prune %s runs: %w", kind, err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+old+`)`, kind, cut)
+	if err != nil {
+		return 0, fmt.Errorf("store: prune %s runs: %w", kind, err)
+	}
+	n, _ := res.RowsAffected()
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("store: prune %s runs: %w", kind, err)
+	}
+	return n, nil
 }

@@ -48,8 +48,18 @@ func TestStorageConfigFields(t *testing.T) {
 			t.Errorf("storage.Config.%s has no field in config.Storage (no YAML key)", name)
 		}
 	}
-	if v.NumField() != sc.NumField() {
-		t.Errorf("config.Storage has %d fields, storage.Config %d", v.NumField(), sc.NumField())
+	// Fields Site applies itself before the role starts.
+	siteOnly := map[string]bool{"CreateRoot": true}
+	n := 0
+	for i := range v.NumField() {
+		if name := v.Type().Field(i).Name; !siteOnly[name] {
+			n++
+		} else if _, ok := sc.Type().FieldByName(name); ok {
+			t.Errorf("config.Storage.%s is both Site's and storage.Config's", name)
+		}
+	}
+	if n != sc.NumField() {
+		t.Errorf("config.Storage has %d fields for the role, storage.Config %d", n, sc.NumField())
 	}
 }
 
@@ -196,5 +206,36 @@ func TestStartCancelled(t *testing.T) {
 	cfg := &config.Config{Storage: []config.Storage{{Listen: "127.0.0.1:0", Root: t.TempDir()}}}
 	if _, err := Start(ctx, cfg, Options{Log: quiet}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Start = %v, want context.Canceled", err)
+	}
+}
+
+// TestStartCreateRoot: a storage entry with create_root makes its missing
+// root (and parents) on start; without it a missing root is still an
+// error (issue 11, item 2).
+func TestStartCreateRoot(t *testing.T) {
+	tests := []struct {
+		name    string
+		create  bool
+		wantErr bool
+	}{
+		{"create_root", true, false},
+		{"without create_root", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "a", "site")
+			cfg := &config.Config{Storage: []config.Storage{{Listen: "127.0.0.1:0", Root: root, CreateRoot: tt.create}}}
+			srv, err := Start(t.Context(), cfg, Options{Log: quiet})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Start = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			defer srv.Close()
+			if st, err := os.Stat(root); err != nil || !st.IsDir() {
+				t.Fatalf("root after Start: %v", err)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 
 	"github.com/lakefed/lakefed/internal/config"
@@ -51,6 +52,11 @@ func storageConfig(c config.Storage) storage.Config {
 // the address it got then after a Restart. t.mu is held or t is not yet
 // shared.
 func (t *Site) start(first bool) error {
+	if t.cfg.CreateRoot {
+		if err := os.MkdirAll(t.cfg.Root, 0o755); err != nil {
+			return fmt.Errorf("storage: create_root: %w", err)
+		}
+	}
 	srv, err := storage.New(storageConfig(t.cfg), t.s.log)
 	if err != nil {
 		return err

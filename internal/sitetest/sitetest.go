@@ -43,7 +43,12 @@ import (
 )
 
 // Kind is the run kind the scheduled tests store.
-const Kind = "functional"
+const Kind = results.KindFunctional
+
+// pruneEvery is how often the tester deletes its stored runs older than
+// the retention: the store then holds at most an hour's runs beyond it,
+// and the delete runs 24 times a day rather than every round.
+const pruneEvery = time.Hour
 
 // historyLen is how many past tests each endpoint's in-memory history
 // keeps (an hour at the default interval).
@@ -169,7 +174,8 @@ type Scheduler struct {
 	opts     Options
 	log      *slog.Logger
 	m        *metrics
-	roundMu  sync.Mutex // one round at a time
+	roundMu  sync.Mutex // one round at a time; guards pruned
+	pruned   time.Time  // when the last prune ran
 	mu       sync.Mutex // guards the fields below
 	budgets  map[string]*budget
 	state    map[string]*epState
@@ -278,6 +284,7 @@ func (s *Scheduler) RunOnce(ctx context.Context) []Result {
 			results[i].RunID = id
 		}
 	}
+	s.pruneLocked(context.WithoutCancel(ctx))
 	s.apply(targets, results)
 	return results
 }
@@ -424,6 +431,26 @@ func (s *Scheduler) roundTrip(ep endpoint.Endpoint, dir string, do doFunc) error
 	})
 	derr := do("delete", func(ctx context.Context) (int64, error) { return 0, ep.Delete(ctx, p) })
 	return errors.Join(err, derr)
+}
+
+// pruneLocked deletes the stored functional runs (and their samples)
+// older than the retention, at most once per pruneEvery, so that about
+// 4,300 runs a day do not fill the disk nor bury the manual bench runs.
+// roundMu must be held.
+func (s *Scheduler) pruneLocked(ctx context.Context) {
+	now := time.Now()
+	if s.opts.Store == nil || now.Sub(s.pruned) < pruneEvery {
+		return
+	}
+	s.pruned = now
+	n, err := s.opts.Store.Prune(ctx, Kind, now.Add(-s.cfg.Retention.D()))
+	if err != nil {
+		s.log.Warn("cannot delete old test results", "err", err)
+		return
+	}
+	if n > 0 {
+		s.log.Info("deleted old test results", "runs", n, "retention", s.cfg.Retention.String())
+	}
 }
 
 // save stores r as a functional run.

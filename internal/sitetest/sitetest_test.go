@@ -247,6 +247,62 @@ func TestRoundWritesProbeAndStores(t *testing.T) {
 	}
 }
 
+// TestRetention: a round deletes the stored functional runs older than
+// tests.retention with their samples, and keeps younger ones and every
+// run of lakefed bench, however old.
+func TestRetention(t *testing.T) {
+	ctx := context.Background()
+	st, err := results.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	stored := map[string]int64{}
+	for name, r := range map[string]results.Run{
+		"old functional":   {Kind: Kind, Target: "http://ep0/", Site: "ep0", Started: now.Add(-49 * time.Hour)},
+		"young functional": {Kind: Kind, Target: "http://ep0/", Site: "ep0", Started: now.Add(-47 * time.Hour)},
+		"old bench":        {Kind: "open", Target: "http://ep0/", Site: "ep0", Started: now.Add(-30 * 24 * time.Hour)},
+	} {
+		id, err := st.CreateRun(ctx, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.AddSamples(ctx, id, []results.Sample{{Kind: "stat", OK: true}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishRun(ctx, id, results.Finish{Status: results.StatusDone}); err != nil {
+			t.Fatal(err)
+		}
+		stored[name] = id
+	}
+	_, ts := fleet(1)
+	s := newSched(t, config.Tests{MaxRequestsPerSecond: 1000, Retention: config.Duration(48 * time.Hour)}, ts, nil, nil, st)
+	res := s.RunOnce(ctx)
+	tests := []struct {
+		name string
+		id   int64
+		kept bool
+	}{
+		{"old functional", stored["old functional"], false},
+		{"young functional", stored["young functional"], true},
+		{"old bench", stored["old bench"], true},
+		{"this round's", res[0].RunID, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := st.Get(ctx, tt.id)
+			if kept := err == nil; kept != tt.kept {
+				t.Errorf("run %d kept = %v (%v), want %v", tt.id, kept, err, tt.kept)
+			}
+			sm, err := st.Samples(ctx, tt.id, results.SampleFilter{})
+			if err != nil || (len(sm) > 0) != tt.kept {
+				t.Errorf("run %d samples = %d (%v), want kept %v", tt.id, len(sm), err, tt.kept)
+			}
+		})
+	}
+}
+
 // TestBudget: many endpoints of one site are tested one at a time and
 // their operations are spaced by the rate bound; another site is not
 // held back by it.
