@@ -69,7 +69,7 @@ func (d *Demo) runBench(ctx context.Context) {
 		}
 		fmt.Fprintf(out, "bench %s: run %d, %s: %s\n", tc.kind, id, v.Class, headline(res))
 	}
-	fmt.Fprintf(out, "bench: done; 'lakefed bench list --db %s' lists the runs\n", d.DBPath)
+	fmt.Fprintf(out, "bench: done; to list the runs: %s bench list --db %s\n", d.opts.Command, ShellQuote(d.DBPath))
 }
 
 // headline is a run's main figures in a few words.

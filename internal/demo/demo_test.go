@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,11 +246,17 @@ func TestBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the benchmark takes about 10 s")
 	}
-	d := start(t, Options{Bench: true})
+	var out syncBuffer
+	d := start(t, Options{Bench: true, Out: &out, Command: "go run ./cmd/lakefed"})
 	select {
 	case <-d.BenchDone():
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the benchmark did not finish within 3 minutes")
+	}
+	// The command it prints names the binary as the Try: lines do
+	// (issue 11: every printed command works as printed).
+	if want := "to list the runs: go run ./cmd/lakefed bench list --db " + ShellQuote(d.DBPath); !strings.Contains(out.String(), want) {
+		t.Errorf("bench output does not print %q:\n%s", want, out.String())
 	}
 	runs, err := d.BenchRuns(context.Background())
 	if err != nil {
@@ -308,4 +315,23 @@ func TestDashboardMounted(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /uix/demo/README.txt = %s, want the federator's 404 (only /ui and /ui/... are the dashboard's)", resp.Status)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the demo's goroutines to write
+// while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
