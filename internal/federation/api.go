@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
 )
 
 // EndpointStatus is one endpoint's state as /api/endpoints shows it.
 type EndpointStatus struct {
 	Name      string    `json:"name"`
 	URL       string    `json:"url"`
-	Kind      string    `json:"kind"` // "local" or "upstream"
+	Kind      string    `json:"kind"` // endpoint.KindHTTP, KindS3, KindXRoot, KindPosix or KindUpstream
 	Prefix    string    `json:"prefix"`
 	Priority  int       `json:"priority"`
 	Mode      string    `json:"mode"` // "redirect" or "proxy"
@@ -37,13 +38,10 @@ func (f *Federator) Endpoints() []EndpointStatus {
 	out := make([]EndpointStatus, 0, len(s.members))
 	for _, m := range s.members {
 		st := EndpointStatus{
-			Name: m.name, URL: m.url, Kind: "local", Prefix: m.prefix, Priority: m.priority,
+			Name: m.name, URL: m.url, Kind: kindOf(m), Prefix: m.prefix, Priority: m.priority,
 			Mode: "redirect", Writable: m.writable, State: "up",
 			LatencyMS: float64(m.h.Latency()) / float64(time.Millisecond),
 			LastError: m.lastErr(), Requests: m.h.requests.Load(), Errors: m.h.errors.Load(),
-		}
-		if m.upstream {
-			st.Kind = "upstream"
 		}
 		if m.proxy {
 			st.Mode = "proxy"
@@ -57,6 +55,17 @@ func (f *Federator) Endpoints() []EndpointStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// kindOf is the kind that serves m, as the scheme table resolves its
+// config (the same answer config validation and kinds.New get); "" for a
+// config the table does not know, which validation would have refused.
+func kindOf(m *member) string {
+	_, kind, err := endpoint.Resolve(m.cfg.Config)
+	if err != nil {
+		return ""
+	}
+	return kind
 }
 
 func (f *Federator) serveEndpoints(w http.ResponseWriter, r *http.Request) {

@@ -3,18 +3,24 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image"
 	"image/png"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/html"
 
 	"github.com/lakefed/lakefed/internal/bench"
 	"github.com/lakefed/lakefed/internal/config"
@@ -82,7 +88,7 @@ func benchSetup(t *testing.T) (base string, st *results.Store) {
 	}
 	dash := New(Options{Store: st, Federator: fed, Tests: sched, Log: quiet})
 	mux := http.NewServeMux()
-	mux.Handle("/ui/", dash)
+	mux.Handle("/ui/", withLayoutCheck(dash))
 	mux.Handle("/ui", dash)
 	mux.Handle("/", fed.Handler())
 	base = serve(t, mux)
@@ -131,9 +137,13 @@ func benchSetup(t *testing.T) (base string, st *results.Store) {
 	return base, st
 }
 
-// TestBrowser loads /ui in headless Chromium after a short bench run: the
-// plots are in the DOM with their data points, and a screenshot of the
-// page is not blank.
+// TestBrowser loads the overview, a run page and the compare page in
+// headless Chromium at 1400 px wide after a short bench run, and checks
+// what a person sees (issue 11, item 13): the plots are in the DOM with
+// their data points, no text overflows its box and the page does not
+// scroll sideways, every plot fills at least 80 % of its figure's width,
+// every number of the tables has its unit, and a screenshot of each page
+// (kept under $TMPDIR/lakefed-ui for a human to look at) is not blank.
 func TestBrowser(t *testing.T) {
 	chromium := testenv.Require(t, "chromium")
 	base, st := benchSetup(t)
@@ -142,29 +152,146 @@ func TestBrowser(t *testing.T) {
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("open runs = %d (%v), want 2", len(runs), err)
 	}
+	shots := filepath.Join(os.TempDir(), "lakefed-ui")
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, page := range []struct {
-		path  string
-		plots []string
+		name, path string
+		plots      []string
 	}{
-		{"/ui/", []string{"open-series", "read-series", "functional", "latency"}},
-		{"/ui/run/" + itoa(runs[0].ID), []string{"open-rate", "open-failures", "series-open"}},
-		{"/ui/compare?ids=" + itoa(runs[0].ID) + "," + itoa(runs[1].ID), []string{"open-rate"}},
+		{"overview", "/ui/", []string{"open-series", "read-series", "functional", "latency"}},
+		{"run", "/ui/run/" + itoa(runs[0].ID), []string{"open-rate", "open-failures", "series-open"}},
+		{"compare", "/ui/compare?ids=" + itoa(runs[0].ID) + "," + itoa(runs[1].ID), []string{"open-rate"}},
 	} {
-		dom := runChromium(t, chromium, "--dump-dom", base+page.path)
-		pts := domPoints(dom)
-		for _, id := range page.plots {
-			if pts[id] == 0 {
-				t.Errorf("%s in Chromium: plot %q has no data points (plots: %v)", page.path, id, pts)
+		t.Run(page.name, func(t *testing.T) {
+			dom := runChromium(t, chromium, "--window-size=1400,2400", "--dump-dom", base+checkURL(page.path))
+			pts := domPoints(dom)
+			for _, id := range page.plots {
+				if pts[id] == 0 {
+					t.Errorf("%s in Chromium: plot %q has no data points (plots: %v)", page.path, id, pts)
+				}
+			}
+			checkLayout(t, page.path, dom)
+
+			shot := filepath.Join(shots, page.name+".png")
+			runChromium(t, chromium, "--screenshot="+shot, "--window-size=1400,2400", "--hide-scrollbars", base+page.path)
+			t.Logf("screenshot of %s: %s", page.path, shot)
+			checkNotBlank(t, shot)
+		})
+	}
+}
+
+// layoutScript measures, in the browser, what overflows and how wide the
+// plots are, and leaves the answer as JSON in <pre id="lf-check">.
+const layoutScript = `<script>
+(function () {
+  var over = [];
+  document.querySelectorAll("body *").forEach(function (e) {
+    if (e.closest("svg")) { return; }
+    if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1) {
+      over.push(e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + " " +
+        e.scrollWidth + " > " + e.clientWidth + ": " + (e.textContent || "").trim().slice(0, 80));
+    }
+  });
+  var de = document.documentElement;
+  if (de.scrollWidth > de.clientWidth + 1) { over.push("page " + de.scrollWidth + " > " + de.clientWidth); }
+  var plots = [];
+  document.querySelectorAll("svg.lf-plot").forEach(function (s) {
+    var f = s.parentElement, cs = getComputedStyle(f);
+    plots.push({id: s.getAttribute("data-plot"), width: s.getBoundingClientRect().width,
+      container: f.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)});
+  });
+  var pre = document.createElement("pre");
+  pre.id = "lf-check";
+  pre.textContent = JSON.stringify({viewport: window.innerWidth, overflow: over, plots: plots});
+  document.body.appendChild(pre);
+})();
+</script>`
+
+// checkParam asks withLayoutCheck for the layout script.
+const checkParam = "lf-layout-check"
+
+func checkURL(p string) string {
+	if strings.Contains(p, "?") {
+		return p + "&" + checkParam + "=1"
+	}
+	return p + "?" + checkParam + "=1"
+}
+
+// withLayoutCheck adds layoutScript to the pages asked for with
+// checkParam: the dashboard itself runs no JavaScript, and headless
+// Chromium's --dump-dom shows the DOM after the page's scripts ran.
+func withLayoutCheck(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get(checkParam) == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = io.WriteString(w, strings.Replace(rec.Body.String(), "</body>", layoutScript+"</body>", 1))
+	})
+}
+
+// checkLayout reads the layout script's answer and the tables of a DOM
+// dump.
+func checkLayout(t *testing.T, page, dom string) {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(dom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Viewport float64  `json:"viewport"`
+		Overflow []string `json:"overflow"`
+		Plots    []struct {
+			ID               string
+			Width, Container float64
+		} `json:"plots"`
+	}
+	found := false
+	for _, pre := range findAll(doc, "pre") {
+		for _, a := range pre.Attr {
+			if a.Key == "id" && a.Val == "lf-check" {
+				found = true
+				if err := json.Unmarshal([]byte(textOf(pre)), &res); err != nil {
+					t.Fatalf("%s: layout check answered %q: %v", page, textOf(pre), err)
+				}
 			}
 		}
 	}
-
-	shot := filepath.Join(t.TempDir(), "ui.png")
-	if p := os.Getenv("LAKEFED_UI_SCREENSHOT"); p != "" {
-		shot = p // keep it for a human to look at
+	if !found {
+		t.Fatalf("%s: the layout script did not run in Chromium", page)
 	}
-	runChromium(t, chromium, "--screenshot="+shot, "--window-size=1280,2000", base+"/ui/")
-	f, err := os.Open(shot)
+	if res.Viewport < 1300 || res.Viewport > 1500 {
+		t.Errorf("%s: viewport %.0f px, want about 1400", page, res.Viewport)
+	}
+	for _, o := range res.Overflow {
+		t.Errorf("%s at %.0f px: text overflows: %s", page, res.Viewport, o)
+	}
+	if len(res.Plots) == 0 {
+		t.Errorf("%s: no plots measured", page)
+	}
+	for _, p := range res.Plots {
+		if p.Width < 0.8*p.Container {
+			t.Errorf("%s: plot %s is %.0f px wide in a %.0f px figure, want at least 80%%", page, p.ID, p.Width, p.Container)
+		}
+	}
+	for _, tb := range findAll(doc, "table") {
+		checkTable(t, page, tb)
+	}
+}
+
+// checkNotBlank fails when the PNG at path is not a picture of a page.
+func checkNotBlank(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
 	}
@@ -175,8 +302,11 @@ func TestBrowser(t *testing.T) {
 	}
 	colors, ink := inkStats(img)
 	b := img.Bounds()
+	if b.Dx() != 1400 {
+		t.Errorf("screenshot %s is %d px wide, want 1400", path, b.Dx())
+	}
 	if frac := float64(ink) / float64(b.Dx()*b.Dy()); colors < 16 || frac < 0.02 {
-		t.Errorf("screenshot looks blank: %d colours, %.3f of pixels not white", colors, frac)
+		t.Errorf("screenshot %s looks blank: %d colours, %.3f of pixels not white", path, colors, frac)
 	}
 }
 

@@ -45,8 +45,19 @@ var funcs = template.FuncMap{
 		}
 		return fmtDur(r.Ended.Sub(r.Started))
 	},
-	"ms": func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) },
-	"f1": func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"ms":  func(d time.Duration) string { return fmtMS(d.Seconds()) },
+	"fms": func(ms float64) string { return fmtMS(ms / 1000) },
+	"fs":  func(s float64) string { return fmtMS(s) },
+	"hz":  fmtHz,
+	"mbs": fmtMBps,
+	"pct": fmtPct,
+	"sec": func(s float64) string { return fmtDur(time.Duration(s * float64(time.Second))) },
+	"rate": func(kind string, f float64) string {
+		if kind == "open" {
+			return fmtHz(f)
+		}
+		return fmtMBps(f)
+	},
 	"class": func(c string) string {
 		switch c {
 		case "ok":
@@ -58,16 +69,6 @@ var funcs = template.FuncMap{
 	},
 	"figure": keyFigure,
 	"label":  protoLabel,
-}
-
-func fmtDur(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
-	case d < time.Minute:
-		return fmt.Sprintf("%.1f s", d.Seconds())
-	}
-	return d.Round(time.Second).String()
 }
 
 // summaryMap decodes a run's summary.
@@ -89,11 +90,11 @@ func keyFigure(r results.Run) string {
 	m := summaryMap(r)
 	switch r.Kind {
 	case "open":
-		return fmt.Sprintf("%.0f / %.0f Hz, %.1f%% failed", num(m, "observed_rate"), num(m, "expected_rate"),
-			100*num(m, "fail_frac"))
+		return fmt.Sprintf("%s of %s expected, %s failed", fmtHz(num(m, "observed_rate")), fmtHz(num(m, "expected_rate")),
+			fmtPct(num(m, "fail_frac")))
 	case "read":
-		return fmt.Sprintf("%.0f of %.0f jobs, block %.3g s", num(m, "sustained_last"), num(m, "target_jobs"),
-			num(m, "mean_block_time"))
+		return fmt.Sprintf("%.0f of %.0f jobs sustained, block read %s", num(m, "sustained_last"), num(m, "target_jobs"),
+			fmtMS(num(m, "mean_block_time")))
 	case "io":
 		if v, ok := m["verified"].(bool); ok && v {
 			return "verified"
@@ -147,27 +148,40 @@ type siteRow struct {
 }
 
 type overview struct {
-	Now        time.Time
-	Endpoints  []federation.EndpointStatus
-	Excluded   map[string]bool
-	Tests      *sitetest.Status
-	Sites      []siteRow
+	Now       time.Time
+	Endpoints []federation.EndpointStatus
+	Excluded  map[string]bool
+	Tests     *sitetest.Status
+	Sites     []siteRow
+	// Removed are the sites of scheduled tests whose endpoint a reload
+	// removed: out of the tables, their latest run still linked.
+	Removed    []results.SiteStatus
 	Runs       []results.Run
 	Plots      []namedPlot
 	HealthPlot []namedPlot
+	// Routes are the ways of reaching a site the protocol plots show;
+	// Missing the ones no run has tried yet.
+	Routes, Missing []string
 }
 
 func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ov := overview{Now: time.Now(), Excluded: map[string]bool{}}
+	var current map[string]bool // endpoint names; nil: no federator, keep all
 	if f := d.o.Federator; f != nil {
 		ov.Endpoints = f.Endpoints()
+		current = map[string]bool{}
 		for _, e := range ov.Endpoints {
 			ov.Excluded[e.Name] = f.Excluded(e.Name)
+			current[e.Name] = true
 		}
 	}
 	if d.o.Tests != nil {
 		st := d.o.Tests.Status()
+		if current != nil {
+			st.Endpoints = slices.DeleteFunc(slices.Clone(st.Endpoints),
+				func(e sitetest.EndpointState) bool { return !current[e.Name] })
+		}
 		ov.Tests = &st
 	}
 	sites, err := d.o.Store.Sites(ctx)
@@ -177,6 +191,10 @@ func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	var fnSeries []series
 	for _, s := range sites {
+		if s.Kind == sitetest.Kind && current != nil && !current[s.Site] {
+			ov.Removed = append(ov.Removed, s)
+			continue
+		}
 		h, err := d.o.Store.SiteHistory(ctx, s.Site, s.Kind, 24)
 		if err != nil {
 			d.fail(w, r, err)
@@ -191,6 +209,7 @@ func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	ov.Runs = withLinkedRuns(ov.Runs, ov.Sites)
 	if p, err := d.healthPlots(fnSeries, ov.Now); err != nil {
 		d.fail(w, r, err)
 		return
@@ -210,11 +229,66 @@ func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
 			ov.Plots = append(ov.Plots, p)
 		}
 	}
+	ov.Routes, ov.Missing = routes(ov.Runs)
 	d.render(w, r, "overview.html", ov)
 }
 
+// withLinkedRuns adds to the runs table every run the Sites table links
+// to (its history strips, at most 24 a row, and latest runs): the
+// scheduled tests' functional runs are not bench runs. Newest first.
+func withLinkedRuns(runs []results.Run, sites []siteRow) []results.Run {
+	add := func(run results.Run) {
+		if !slices.ContainsFunc(runs, func(r results.Run) bool { return r.ID == run.ID }) {
+			runs = append(runs, run)
+		}
+	}
+	for _, s := range sites {
+		add(s.Last)
+		for _, h := range s.History {
+			add(h)
+		}
+	}
+	slices.SortFunc(runs, func(a, b results.Run) int { return cmp.Compare(b.ID, a.ID) })
+	return runs
+}
+
+// routeKinds are the ways of reaching a site the protocol plots compare
+// (as the Dynafed study did), each with how to add a run of it.
+var routeKinds = []struct{ name, how string }{
+	{"direct", "lakefed bench open http://SITE/"},
+	{"via federator", "lakefed bench open --site NAME http://FEDERATOR/"},
+	{"XRootD", "lakefed bench open root://SITE//"},
+}
+
+// routes names which routes the open and read runs cover, and which none.
+func routes(runs []results.Run) (have, missing []string) {
+	seen := map[string]bool{}
+	for _, run := range runs {
+		if run.Kind != "open" && run.Kind != "read" || run.Status == results.StatusFailed {
+			continue
+		}
+		l := protoLabel(run)
+		switch {
+		case strings.Contains(l, "via federator"):
+			seen["via federator"] = true
+		case strings.HasPrefix(l, "XRootD"):
+			seen["XRootD"] = true
+		default:
+			seen["direct"] = true
+		}
+	}
+	for _, r := range routeKinds {
+		if seen[r.name] {
+			have = append(have, r.name)
+		} else {
+			missing = append(missing, fmt.Sprintf("%s (run %s)", r.name, r.how))
+		}
+	}
+	return have, missing
+}
+
 // functionalSeries turns a site's functional runs into a latency series
-// (minutes before now, ms).
+// (seconds before now, ms).
 func functionalSeries(site string, h []results.Run, now time.Time) series {
 	s := series{Name: site, Line: true}
 	for _, run := range h {
@@ -222,7 +296,7 @@ func functionalSeries(site string, h []results.Run, now time.Time) series {
 		if math.IsNaN(lat) {
 			continue
 		}
-		s.X = append(s.X, run.Started.Sub(now).Minutes())
+		s.X = append(s.X, run.Started.Sub(now).Seconds())
 		s.Y = append(s.Y, lat*1000)
 	}
 	return s
@@ -240,7 +314,7 @@ func (d *Dashboard) healthPlots(fn []series, now time.Time) ([]namedPlot, error)
 	for _, n := range names {
 		s := series{Name: n, Line: true}
 		for _, p := range hist[n] {
-			s.X = append(s.X, p.T.Sub(now).Minutes())
+			s.X = append(s.X, p.T.Sub(now).Seconds())
 			s.Y = append(s.Y, p.LatencyMS)
 		}
 		ring = append(ring, s)
@@ -252,8 +326,8 @@ func (d *Dashboard) healthPlots(fn []series, now time.Time) ([]namedPlot, error)
 		{"latency", "Endpoint latency (federator probes, EWMA)", ring},
 		{"functional", "Scheduled tests: stat latency", fn},
 	} {
-		svg, err := renderSVG(plotSpec{ID: p.id, Title: p.title, XLabel: "minutes ago", YLabel: "latency (ms)",
-			Series: p.s, YMin0: true})
+		svg, err := renderSVG(plotSpec{ID: p.id, Title: p.title, YLabel: "latency (ms)", YUnit: "ms",
+			Series: p.s, YMin0: true, Ago: true})
 		if err != nil {
 			return nil, err
 		}
@@ -292,7 +366,7 @@ func (d *Dashboard) protocolSeries(ctx context.Context, runs []results.Run, kind
 	}
 	id := kind + "-series"
 	svg, err := renderSVG(plotSpec{ID: id, Title: title, XLabel: "time in run (s)", YLabel: kind + " time (ms)",
-		Series: ss, YMin0: true, W: 640, H: 280})
+		XUnit: "s", YUnit: "ms", Series: ss, YMin0: true})
 	return namedPlot{ID: id, Title: title, SVG: svg}, err
 }
 
@@ -301,7 +375,9 @@ type kv struct {
 	Key, Value string
 }
 
-func flatten(m map[string]any) []kv {
+// flatten lists m's keys in order, each value with its unit for a run of
+// kind (fmtKeyed).
+func flatten(kind string, m map[string]any) []kv {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -309,7 +385,7 @@ func flatten(m map[string]any) []kv {
 	slices.Sort(keys)
 	out := make([]kv, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, kv{k, fmtValue(m[k])})
+		out = append(out, kv{k, fmtKeyed(kind, k, m[k])})
 	}
 	return out
 }
@@ -365,10 +441,9 @@ func (d *Dashboard) serveRun(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	var params map[string]any
-	_ = json.Unmarshal(run.Params, &params)
-	d.render(w, r, "run.html", runPage{Run: run, Summary: flatten(summaryMap(run)), Params: flatten(params),
-		Steps: steps, Plots: plots, Label: protoLabel(run)})
+	d.render(w, r, "run.html", runPage{Run: run, Summary: flatten(run.Kind, decodeJSON(run.Summary)),
+		Params: flatten(run.Kind, decodeJSON(run.Params)),
+		Steps:  steps, Plots: plots, Label: protoLabel(run)})
 }
 
 // stepSeries makes one series per run of f(step) against x(step).
@@ -402,22 +477,23 @@ func (d *Dashboard) runPlots(ctx context.Context, runs []results.Run, steps [][]
 	jobs := func(s results.Step) float64 { return float64(s.Jobs) }
 	specs := []plotSpec{
 		{ID: "open-rate", Title: "Observed against expected open rate", XLabel: "expected rate (Hz)",
-			YLabel: "observed rate (Hz)", Diagonal: true,
+			YLabel: "observed rate (Hz)", XUnit: "Hz", YUnit: "Hz", Diagonal: true,
 			Series: stepSeries(runs, steps, name, expected, func(s results.Step) float64 { return s.Observed }, "open")},
 		{ID: "open-failures", Title: "Failure fraction against expected rate", XLabel: "expected rate (Hz)",
-			YLabel: "failed opens (fraction)", YMin0: true,
-			Series: stepSeries(runs, steps, name, expected, func(s results.Step) float64 { return s.FailFrac }, "open")},
+			YLabel: "failed opens (%)", XUnit: "Hz", YUnit: "%", YMin0: true,
+			Series: stepSeries(runs, steps, name, expected, func(s results.Step) float64 { return 100 * s.FailFrac }, "open")},
 		{ID: "open-time", Title: "Open time (median) against expected rate", XLabel: "expected rate (Hz)",
-			YLabel: "open time p50 (ms)", YMin0: true,
+			YLabel: "open time p50 (ms)", XUnit: "Hz", YUnit: "ms", YMin0: true,
 			Series: stepSeries(runs, steps, name, expected, func(s results.Step) float64 { return s.P50 * 1000 }, "open")},
 		{ID: "read-blocktime", Title: "Average block read time against jobs", XLabel: "jobs",
-			YLabel: "mean block read time (s)", YMin0: true,
-			Series: stepSeries(runs, steps, name, jobs, func(s results.Step) float64 { return s.Mean }, "read")},
-		{ID: "read-rate", Title: "Total read rate against jobs", XLabel: "jobs", YLabel: "MB/s", YMin0: true,
+			YLabel: "mean block read time (ms)", XUnit: "jobs", YUnit: "ms", YMin0: true,
+			Series: stepSeries(runs, steps, name, jobs, func(s results.Step) float64 { return 1000 * s.Mean }, "read")},
+		{ID: "read-rate", Title: "Total read rate against jobs", XLabel: "jobs", YLabel: "read rate (MB/s)",
+			XUnit: "jobs", YUnit: "MB/s", YMin0: true,
 			Series: readRate(runs, steps, name)},
 		{ID: "read-iowait", Title: "Time waiting for I/O against jobs", XLabel: "jobs",
-			YLabel: "fraction of job time", YMin0: true,
-			Series: stepSeries(runs, steps, name, jobs, func(s results.Step) float64 { return s.IOWait }, "read")},
+			YLabel: "I/O wait (% of job time)", XUnit: "jobs", YUnit: "%", YMin0: true,
+			Series: stepSeries(runs, steps, name, jobs, func(s results.Step) float64 { return 100 * s.IOWait }, "read")},
 	}
 	var out []namedPlot
 	for _, sp := range specs {
@@ -490,7 +566,7 @@ func (d *Dashboard) sampleSeries(ctx context.Context, runs []results.Run, name f
 		id := "series-" + k
 		title := fmt.Sprintf("%s time during the run", k)
 		svg, err := renderSVG(plotSpec{ID: id, Title: title, XLabel: "time in run (s)", YLabel: k + " time (ms)",
-			Series: byKind[k], YMin0: true, W: 640, H: 260})
+			XUnit: "s", YUnit: "ms", Series: byKind[k], YMin0: true})
 		if err != nil {
 			return nil, err
 		}
@@ -543,7 +619,9 @@ func (d *Dashboard) servePlot(w http.ResponseWriter, r *http.Request) {
 	for _, p := range plots {
 		if p.ID == name {
 			w.Header().Set("Content-Type", "image/svg+xml")
-			_, _ = w.Write([]byte(`<?xml version="1.0"?>` + "\n" + string(p.SVG)))
+			// The page captions the plot; the file names it in <title>.
+			svg := strings.Replace(string(p.SVG), ">", ">\n<title>"+template.HTMLEscapeString(p.Title)+"</title>", 1)
+			_, _ = w.Write([]byte(`<?xml version="1.0"?>` + "\n" + svg))
 			return
 		}
 	}
@@ -587,7 +665,7 @@ func (d *Dashboard) serveCompare(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		runs, steps = append(runs, run), append(steps, st)
-		m := summaryMap(run)
+		m := decodeJSON(run.Summary)
 		sums = append(sums, m)
 		for k := range m {
 			if !slices.Contains(keys, k) {
@@ -616,11 +694,12 @@ func (d *Dashboard) serveCompare(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, k := range keys {
 		row := compareRow{Key: k}
-		for _, m := range sums {
-			row.Values = append(row.Values, fmtValue(m[k]))
+		for i, m := range sums {
+			row.Values = append(row.Values, fmtKeyed(runs[i].Kind, k, m[k]))
 		}
 		page.Rows = append(page.Rows, row.mark())
 	}
+	page.Rows = append(page.Rows, paramRows(runs)...)
 	if page.Plots, err = d.runPlots(r.Context(), runs, steps); err != nil {
 		d.fail(w, r, err)
 		return
@@ -631,6 +710,34 @@ func (d *Dashboard) serveCompare(w http.ResponseWriter, r *http.Request) {
 	}
 	page.IDs = strings.Join(s, ",")
 	d.render(w, r, "compare.html", page)
+}
+
+// paramRows are the compare rows of the runs' parameters, each key
+// marked as one.
+func paramRows(runs []results.Run) []compareRow {
+	var (
+		ps   []map[string]any
+		keys []string
+	)
+	for _, run := range runs {
+		m := decodeJSON(run.Params)
+		ps = append(ps, m)
+		for k := range m {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	var rows []compareRow
+	for _, k := range keys {
+		row := compareRow{Key: k + " (parameter)"}
+		for i, m := range ps {
+			row.Values = append(row.Values, fmtKeyed(runs[i].Kind, k, m[k]))
+		}
+		rows = append(rows, row.mark())
+	}
+	return rows
 }
 
 func (c compareRow) mark() compareRow {

@@ -6,6 +6,9 @@ import (
 	"html/template"
 	"image/color"
 	"math"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -31,14 +34,26 @@ type series struct {
 // plotSpec describes one plot.
 type plotSpec struct {
 	// ID names the plot (data-plot attribute, file name of its SVG URL).
-	ID                    string
-	Title, XLabel, YLabel string
-	Series                []series
+	ID string
+	// Title is the plot's heading. The page shows it as the figure's
+	// caption, so the SVG does not draw it again (issue 11, item 11).
+	Title          string
+	XLabel, YLabel string
+	// XUnit and YUnit follow the values in the points' tooltips ("ms").
+	XUnit, YUnit string
+	Series       []series
 	// Diagonal draws the y = x line (observed against expected).
 	Diagonal bool
 	// YMin0 starts the y axis at 0 (rates, fractions).
 	YMin0 bool
-	// W and H are the size in points; zero: 420 x 260.
+	// Ago marks X as seconds before now (negative): the axis is drawn in
+	// seconds or minutes ago, whichever reads better for the span, and
+	// XLabel is replaced.
+	Ago bool
+	// W and H are the size in points of the data area with its axes
+	// (the legend goes below it); zero: 640 x 280. The SVG scales to its
+	// container's width (viewBox), so they set the aspect ratio and the
+	// type size relative to the plot.
 	W, H vg.Length
 }
 
@@ -52,31 +67,39 @@ func colorOf(i int) color.RGBA { return palette[i%len(palette)] }
 
 // pointsPlotter draws nothing itself: it records where its points fall on
 // the canvas, and renderSVG writes them as classed <circle> elements after
-// gonum has drawn the axes (vgsvg gives its paths no classes).
+// gonum has drawn the axes (vgsvg gives its paths no classes). Points
+// above clip (an outlier) are recorded at the top edge, marked clipped.
 type pointsPlotter struct {
 	xys   plotter.XYs
 	color color.RGBA
 	name  string
+	clip  float64 // +Inf: none
 	out   *[]placed
 }
 
 type placed struct {
-	x, y   float64 // canvas points, origin bottom-left
-	color  color.RGBA
-	series string
-	vx, vy float64
+	x, y    float64 // canvas points, origin bottom-left
+	color   color.RGBA
+	series  string
+	vx, vy  float64
+	clipped bool
 }
 
 func (pp *pointsPlotter) Plot(c draw.Canvas, plt *plot.Plot) {
 	trX, trY := plt.Transforms(&c)
 	for _, p := range pp.xys {
-		*pp.out = append(*pp.out, placed{x: trX(p.X).Points(), y: trY(p.Y).Points(), color: pp.color,
-			series: pp.name, vx: p.X, vy: p.Y})
+		y, clipped := p.Y, p.Y > pp.clip
+		if clipped {
+			y = pp.clip
+		}
+		*pp.out = append(*pp.out, placed{x: trX(p.X).Points(), y: trY(y).Points(), color: pp.color,
+			series: pp.name, vx: p.X, vy: p.Y, clipped: clipped})
 	}
 }
 
 func (pp *pointsPlotter) DataRange() (xmin, xmax, ymin, ymax float64) {
-	return plotter.XYRange(pp.xys)
+	xmin, xmax, ymin, ymax = plotter.XYRange(pp.xys)
+	return xmin, xmax, math.Min(ymin, pp.clip), math.Min(ymax, pp.clip)
 }
 
 func (pp *pointsPlotter) Thumbnail(c *draw.Canvas) {
@@ -86,44 +109,125 @@ func (pp *pointsPlotter) Thumbnail(c *draw.Canvas) {
 
 func sans(f *font.Font) { f.Variant = "Sans" }
 
+// outlierClip returns the y above which points are outliers, drawn at
+// the top edge with a marker so that one slow request does not squash
+// every other point into the x axis: 1.5 times the largest value within
+// 4 times the 90th percentile, when some value lies beyond that. +Inf
+// when nothing stands out (or too few points to tell).
+func outlierClip(ys []float64) float64 {
+	if len(ys) < 5 {
+		return math.Inf(1)
+	}
+	s := slices.Clone(ys)
+	slices.Sort(s)
+	q := s[(len(s)-1)*9/10]
+	if q <= 0 || s[len(s)-1] <= 4*q {
+		return math.Inf(1)
+	}
+	keep := q
+	for _, v := range s {
+		if v <= 4*q {
+			keep = v
+		}
+	}
+	return 1.5 * keep
+}
+
+// plainTicks are gonum's ticks labelled without exponent notation
+// (gonum writes 1e+07): plain decimals, "M" and "G" for millions and
+// billions.
+var plainTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = tickLabel(ticks[i].Value)
+		}
+	}
+	return ticks
+})
+
+func tickLabel(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e9:
+		return strconv.FormatFloat(v/1e9, 'f', -1, 64) + "G"
+	case a >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
+	case a < 1e-9:
+		return "0"
+	}
+	// Round away float noise (0.30000000000000004) before printing.
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 10, 64), 64)
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+// agoTicks labels an axis of seconds before now in unit seconds (1 or
+// 60): "now", then how long ago.
+func agoTicks(unit float64) plot.Ticker {
+	return plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		ticks := plot.DefaultTicks{}.Ticks(lo/unit, hi/unit)
+		for i := range ticks {
+			if ticks[i].Label != "" {
+				ticks[i].Label = tickLabel(-ticks[i].Value)
+				if ticks[i].Label == "0" {
+					ticks[i].Label = "now"
+				}
+			}
+			ticks[i].Value *= unit
+		}
+		return ticks
+	})
+}
+
 // renderSVG draws spec as an SVG document for inline use (no XML
-// header), its points as <circle class="lf-pt">. It returns "" when the
-// plot has no finite points.
+// header) that fills its container's width, its points as <circle
+// class="lf-pt">, the legend below the data. It returns "" when the plot
+// has no finite points.
 func renderSVG(spec plotSpec) (template.HTML, error) {
 	p := plot.New()
-	p.Title.Text = spec.Title
 	p.X.Label.Text = spec.XLabel
 	p.Y.Label.Text = spec.YLabel
-	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
-		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font} {
+	for _, f := range []*font.Font{&p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font} {
 		sans(f)
 	}
-	p.Title.TextStyle.Font.Size = vg.Points(11)
-	p.X.Label.TextStyle.Font.Size = vg.Points(9)
-	p.Y.Label.TextStyle.Font.Size = vg.Points(9)
-	p.X.Tick.Label.Font.Size = vg.Points(8)
-	p.Y.Tick.Label.Font.Size = vg.Points(8)
-	p.Legend.TextStyle.Font.Size = vg.Points(8)
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.XOffs, p.Legend.YOffs = vg.Points(6), vg.Points(-4)
+	p.X.Label.TextStyle.Font.Size = vg.Points(10)
+	p.Y.Label.TextStyle.Font.Size = vg.Points(10)
+	p.X.Tick.Label.Font.Size = vg.Points(9)
+	p.Y.Tick.Label.Font.Size = vg.Points(9)
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks, plainTicks
 	p.Add(plotter.NewGrid())
+	leg := plot.NewLegend()
+	sans(&leg.TextStyle.Font)
+	leg.TextStyle.Font.Size = vg.Points(9)
+	leg.Top, leg.Left = true, true
+	leg.Padding = vg.Points(2)
+
+	var all []float64
+	for _, s := range spec.Series {
+		for k := range s.X {
+			if k < len(s.Y) && finite(s.X[k]) && finite(s.Y[k]) {
+				all = append(all, s.Y[k])
+			}
+		}
+	}
+	if len(all) == 0 {
+		return "", nil
+	}
+	clip := outlierClip(all)
 
 	var pts []placed
-	n, legend := 0, 0
 	xmax, ymax := math.Inf(-1), math.Inf(-1)
 	for i, s := range spec.Series {
 		var xys plotter.XYs
 		for k := range s.X {
 			if k < len(s.Y) && finite(s.X[k]) && finite(s.Y[k]) {
 				xys = append(xys, plotter.XY{X: s.X[k], Y: s.Y[k]})
-				xmax, ymax = math.Max(xmax, s.X[k]), math.Max(ymax, s.Y[k])
+				xmax, ymax = math.Max(xmax, s.X[k]), math.Max(ymax, math.Min(s.Y[k], clip))
 			}
 		}
 		if len(xys) == 0 {
 			continue
 		}
-		n += len(xys)
 		c := colorOf(i)
 		if s.Line && len(xys) > 1 {
 			l, err := plotter.NewLine(xys)
@@ -134,15 +238,11 @@ func renderSVG(spec plotSpec) (template.HTML, error) {
 			l.Width = vg.Points(1)
 			p.Add(l)
 		}
-		pp := &pointsPlotter{xys: xys, color: c, name: s.Name, out: &pts}
+		pp := &pointsPlotter{xys: xys, color: c, name: s.Name, clip: clip, out: &pts}
 		p.Add(pp)
 		if s.Name != "" {
-			p.Legend.Add(s.Name, pp)
-			legend++
+			leg.Add(s.Name, pp)
 		}
-	}
-	if n == 0 {
-		return "", nil
 	}
 	if spec.Diagonal {
 		top := math.Max(xmax, ymax)
@@ -156,8 +256,7 @@ func renderSVG(spec plotSpec) (template.HTML, error) {
 		d.Color = color.Gray{Y: 120}
 		d.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(d)
-		p.Legend.Add("y = x", d)
-		legend++
+		leg.Add("y = x", d)
 		p.X.Min, p.Y.Min = 0, 0
 	}
 	if spec.YMin0 {
@@ -166,49 +265,100 @@ func renderSVG(spec plotSpec) (template.HTML, error) {
 			p.Y.Max = p.Y.Min + 1
 		}
 	}
-	if legend > 0 {
-		// Head-room so the legend (top left) does not hide points.
-		p.Y.Max += 0.1 * float64(min(legend, 6)) * (p.Y.Max - p.Y.Min)
+	if !math.IsInf(clip, 1) {
+		p.Y.Max = clip
+		p.Y.Label.Text += " · ▲ above " + strings.TrimSpace(sig3(clip)+" "+spec.YUnit)
 	}
+	if spec.Ago {
+		unit, label := 1.0, "seconds ago"
+		if p.X.Min < -180 {
+			unit, label = 60, "minutes ago"
+		}
+		p.X.Max = 0 // the axis ends at "now"
+		p.X.Tick.Marker = agoTicks(unit)
+		p.X.Label.Text = label
+		spec.XUnit = "s ago"
+	}
+	return drawSVG(p, &leg, spec, &pts)
+}
+
+// drawSVG draws p with its legend in a strip below it; drawing fills pts.
+func drawSVG(p *plot.Plot, leg *plot.Legend, spec plotSpec, pts *[]placed) (template.HTML, error) {
 	w, h := spec.W, spec.H
 	if w == 0 {
-		w, h = 420, 260
+		w, h = 640, 280
 	}
-	cv := vgsvg.New(w, h)
-	p.Draw(draw.New(cv))
+	var legH vg.Length
+	probe := draw.New(vgsvg.New(w, h))
+	if r := leg.Rectangle(probe); r.Max.Y > r.Min.Y {
+		legH = r.Max.Y - r.Min.Y + vg.Points(8)
+	}
+	cv := vgsvg.New(w, h+legH)
+	dc := draw.New(cv)
+	top := draw.Crop(dc, 0, 0, legH, 0)
+	p.Draw(top)
+	if legH > 0 {
+		strip := draw.Crop(dc, vg.Points(40), 0, 0, -(h + vg.Points(4)))
+		leg.Draw(strip)
+	}
 	var buf bytes.Buffer
 	if _, err := cv.WriteTo(&buf); err != nil {
 		return "", fmt.Errorf("web: plot %s: %w", spec.ID, err)
 	}
-	return template.HTML(injectPoints(buf.String(), spec.ID, pts)), nil
+	return template.HTML(injectPoints(buf.String(), spec, *pts)), nil
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
-// injectPoints strips the XML header, classes the <svg> element and adds
-// the points inside vgsvg's outer group (whose transform flips the y axis,
-// so the recorded canvas coordinates apply as they are).
-func injectPoints(svg, id string, pts []placed) string {
+var svgSizeRE = regexp.MustCompile(`^<svg width="[^"]*" height="[^"]*"`)
+
+// injectPoints strips the XML header, makes the <svg> fill its
+// container's width (its viewBox keeps the aspect ratio), classes it and
+// adds the points inside vgsvg's outer group (whose transform flips the y
+// axis, so the recorded canvas coordinates apply as they are).
+func injectPoints(svg string, spec plotSpec, pts []placed) string {
 	if i := strings.Index(svg, "<svg"); i > 0 {
 		svg = svg[i:]
 	}
-	svg = strings.Replace(svg, "<svg ", fmt.Sprintf(`<svg class="lf-plot" data-plot=%q data-points="%d" `,
-		template.HTMLEscapeString(id), len(pts)), 1)
+	svg = svgSizeRE.ReplaceAllString(svg, fmt.Sprintf(`<svg class="lf-plot" data-plot=%q data-points="%d" `+
+		`width="100%%" preserveAspectRatio="xMidYMid meet"`, template.HTMLEscapeString(spec.ID), len(pts)))
 	end := strings.LastIndex(svg, "</g>")
 	if end < 0 {
 		return svg
 	}
 	var b strings.Builder
-	b.Grow(len(svg) + 96*len(pts))
+	b.Grow(len(svg) + 128*len(pts))
 	b.WriteString(svg[:end])
 	b.WriteString(`<g class="lf-points">` + "\n")
 	for _, p := range pts {
-		fmt.Fprintf(&b, `<circle class="%s" cx="%.2f" cy="%.2f" r="2.6" fill="#%02x%02x%02x" fill-opacity="0.85"`+
-			` data-series="%s"><title>%s: %.4g, %.4g</title></circle>`+"\n",
-			PointClass, p.x, p.y, p.color.R, p.color.G, p.color.B, template.HTMLEscapeString(p.series),
-			template.HTMLEscapeString(p.series), p.vx, p.vy)
+		fill := fmt.Sprintf("#%02x%02x%02x", p.color.R, p.color.G, p.color.B)
+		clipped := ""
+		if p.clipped {
+			clipped = ` data-clipped="1"`
+			// An upward triangle over the point says "off the scale".
+			fmt.Fprintf(&b, `<path d="M%.2f %.2fl-4 -7h8z" fill="%s"/>`+"\n", p.x, p.y+1, fill)
+		}
+		fmt.Fprintf(&b, `<circle class="%s" cx="%.2f" cy="%.2f" r="2.6" fill="%s" fill-opacity="0.85"`+
+			` data-series="%s"%s><title>%s: %s, %s</title></circle>`+"\n",
+			PointClass, p.x, p.y, fill, template.HTMLEscapeString(p.series), clipped,
+			template.HTMLEscapeString(p.series), tipValue(p.vx, spec.XUnit, spec.Ago), tipValue(p.vy, spec.YUnit, false))
 	}
 	b.WriteString("</g>\n")
 	b.WriteString(svg[end:])
 	return b.String()
+}
+
+// tipValue is a point's coordinate in its tooltip, with its unit.
+func tipValue(v float64, unit string, ago bool) string {
+	if ago {
+		v = -v
+	}
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if a := math.Abs(v); a != 0 && (a < 0.01 || a >= 1e6) || len(s) > 8 {
+		s = sig3(v)
+	}
+	if unit == "" {
+		return s
+	}
+	return s + " " + unit
 }
