@@ -89,7 +89,9 @@ func (c *Common) maxSamples() int {
 type Result struct {
 	// Kind is "io", "open", "read" or "root".
 	Kind string `json:"kind"`
-	// Target is the URL tested; Site the pinned site ("" when none).
+	// Target is the URL tested; Site the site it tested: the pinned one,
+	// or the one a redirecting target sent the reads to ("" when the
+	// target served them itself).
 	Target string `json:"target"`
 	Site   string `json:"site,omitempty"`
 	// Params are the options the test ran with.

@@ -61,6 +61,7 @@ func IO(ctx context.Context, t *Target, o IOOptions) (*Result, error) {
 	p := path.Join(Root, "runs", fmt.Sprintf("%s-%x", time.Now().UTC().Format("20060102T150405"),
 		rng.Uint64()&0xffffff), "io.dat")
 	res := &Result{Kind: "io", Target: t.raw, Site: t.site, Params: o, Started: time.Now()}
+	t.served.reset()
 	s := &IOSummary{Size: o.Size}
 	res.Summary = s
 
@@ -136,6 +137,7 @@ func IO(ctx context.Context, t *Target, o IOOptions) (*Result, error) {
 	res.Samples = append(res.Samples, results.Sample{T: t1.Sub(res.Started).Seconds(), Kind: "read",
 		Value: rd.Seconds(), Bytes: n, OK: s.Verified, Err: s.Error})
 	res.Ended = time.Now()
+	res.Site = t.servedSite(context.WithoutCancel(ctx))
 	return res, nil
 }
 

@@ -107,6 +107,7 @@ func Open(ctx context.Context, t *Target, o OpenOptions) (*Result, error) {
 	}
 	var cnt counters
 	res := &Result{Kind: "open", Target: t.raw, Site: t.site, Params: o, Started: time.Now()}
+	t.served.reset()
 	stop := showProgress(o.Progress, progressLine("open", plan, res.Started, &cnt, false))
 	recs := runPaced(ctx, &o.Common, "open", plan, period, func(ctx context.Context, j, n int) (int64, error) {
 		i := (offsets[j] + n) % len(fs.paths)
@@ -115,6 +116,7 @@ func Open(ctx context.Context, t *Target, o OpenOptions) (*Result, error) {
 	}, &cnt)
 	stop()
 	res.Ended = time.Now()
+	res.Site = t.servedSite(context.WithoutCancel(ctx))
 	res.Canceled = ctx.Err() != nil
 	res.Steps = aggregateSteps(plan, recs, period, func(jobs int) float64 {
 		return float64(jobs) / period.Seconds()

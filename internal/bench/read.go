@@ -137,6 +137,7 @@ func Read(ctx context.Context, t *Target, o ReadOptions) (*Result, error) {
 	}
 	var cnt counters
 	res := &Result{Kind: "read", Target: t.raw, Site: t.site, Params: o, Started: time.Now()}
+	t.served.reset()
 	stop := showProgress(o.Progress, progressLine("read", plan, res.Started, &cnt, true))
 	recs := runPaced(ctx, &o.Common, "read", plan, period, func(ctx context.Context, j, n int) (int64, error) {
 		i := j % len(fs.paths)
@@ -148,6 +149,7 @@ func Read(ctx context.Context, t *Target, o ReadOptions) (*Result, error) {
 	}, &cnt)
 	stop()
 	res.Ended = time.Now()
+	res.Site = t.servedSite(context.WithoutCancel(ctx))
 	res.Canceled = ctx.Err() != nil
 	res.Steps = aggregateSteps(plan, recs, period, func(jobs int) float64 {
 		return float64(jobs) * float64(o.Block) / period.Seconds()

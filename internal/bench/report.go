@@ -66,7 +66,7 @@ func Record(ctx context.Context, st *results.Store, id int64, res *Result, v Ver
 		status = results.StatusInterrupted
 	}
 	return st.FinishRun(ctx, id, results.Finish{Status: status, Classification: v.Class, Reasons: v.Reasons,
-		Summary: res.Summary, Ended: res.Ended, Params: marshalParams(res.Params)})
+		Summary: res.Summary, Ended: res.Ended, Params: marshalParams(res.Params), Site: res.Site})
 }
 
 // RecordFailure finishes run id (from Begin) as a run that could not

@@ -93,6 +93,7 @@ func ROOT(ctx context.Context, t *Target, o ROOTOptions) (*Result, error) {
 		o.PrefetchRanges = 64
 	}
 	res := &Result{Kind: "root", Target: t.raw, Site: t.site, Params: o, Started: time.Now()}
+	t.served.reset()
 	s := &ROOTSummary{File: o.File, Branch: o.Branch, Prefetch: o.Prefetch}
 	res.Summary = s
 	var stage = "open"
@@ -171,6 +172,7 @@ func ROOT(ctx context.Context, t *Target, o ROOTOptions) (*Result, error) {
 		s.ReadFraction = float64(s.BytesRead) / float64(size)
 	}
 	res.Ended = time.Now()
+	res.Site = t.servedSite(context.WithoutCancel(ctx))
 	return res, nil
 }
 

@@ -68,6 +68,9 @@ type Target struct {
 	timeout time.Duration
 	hc      *http.Client
 	ep      endpoint.Endpoint // writes and non-HTTP reads; may be nil for HTTP
+	// served is the hosts that answered the current run's reads (one run
+	// at a time per target names its site).
+	served servedSet
 }
 
 // NewTarget returns the target cfg describes.
@@ -204,6 +207,9 @@ func drain(r io.Reader) (int64, error) {
 type opener struct {
 	t   *Target
 	req *http.Request
+	// host is the last host noted as serving this job, so that a job
+	// takes the target's lock only when the serving host changes.
+	host string
 }
 
 func (t *Target) newOpener() *opener {
@@ -251,6 +257,10 @@ func (o *opener) open(ctx context.Context, p string, u *url.URL) (int64, error) 
 		return 0, netError("open", p, err)
 	}
 	defer resp.Body.Close()
+	if h := resp.Request.URL.Host; h != o.host {
+		o.host = h
+		t.noteServed(resp)
+	}
 	n, err := drain(resp.Body)
 	switch {
 	case resp.StatusCode == http.StatusPartialContent:
@@ -310,6 +320,7 @@ func (t *Target) getRange(ctx context.Context, p string, u *url.URL, off, n int6
 	if err != nil {
 		return nil, netError("read", p, err)
 	}
+	t.noteServed(resp)
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 		return resp.Body, nil
@@ -389,6 +400,7 @@ func (t *Target) readRanges(ctx context.Context, p string, u *url.URL, rs []http
 		return netError("vector read", p, err)
 	}
 	defer resp.Body.Close()
+	t.noteServed(resp)
 	switch resp.StatusCode {
 	case http.StatusOK:
 		// The whole file: hand out the ranges from it in file order.
@@ -549,6 +561,7 @@ func (t *Target) get(ctx context.Context, p string) (io.ReadCloser, int64, strin
 	if err != nil {
 		return nil, 0, "", netError("get", p, err)
 	}
+	t.noteServed(resp)
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
 		return nil, 0, "", statusError("get", p, resp)

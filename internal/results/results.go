@@ -150,6 +150,9 @@ type Finish struct {
 	// Params, when not nil, replace the parameters the run was created
 	// with (a test fills its defaults once it runs).
 	Params json.RawMessage
+	// Site, when not "", replaces the site the run was created with: a
+	// run through a federator learns the site it tested only as it runs.
+	Site string
 }
 
 // Filter selects runs for List. Zero fields match everything.
@@ -366,8 +369,8 @@ func (s *Store) FinishRun(ctx context.Context, id int64, f Finish) error {
 		params = &p
 	}
 	res, err := s.db.ExecContext(ctx,
-		`UPDATE runs SET ended=?, status=?, classification=?, reasons=?, summary=?, error=?, params=COALESCE(?, params) WHERE id=?`,
-		f.Ended.UnixNano(), f.Status, f.Classification, string(reasons), string(summary), f.Error, params, id)
+		`UPDATE runs SET ended=?, status=?, classification=?, reasons=?, summary=?, error=?, params=COALESCE(?, params), site=COALESCE(NULLIF(?, ''), site) WHERE id=?`,
+		f.Ended.UnixNano(), f.Status, f.Classification, string(reasons), string(summary), f.Error, params, f.Site, id)
 	if err != nil {
 		return fmt.Errorf("store: finish run %d: %w", id, err)
 	}
