@@ -393,7 +393,7 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 			sums[k] = v
 		}
 		for _, r := range e.replicas[1:] {
-			switch same, why := sameVersion(primary.info, r.info); {
+			switch same, why := checksumsAgree(primary.info, r.info); {
 			case same:
 				for k, v := range r.info.Checksums {
 					if _, ok := sums[k]; !ok {
@@ -447,12 +447,12 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 	}
 }
 
-// sameVersion reports whether two replicas' metadata prove that they hold
+// checksumsAgree reports whether two replicas' metadata prove that they hold
 // the same bytes: the same size and equal checksums (and none
 // different). Equal ETags prove nothing across servers (see
 // failoverReader.compare). When they are proven different, why says
 // how; when nothing proves either, it is "".
-func sameVersion(a, b endpoint.Info) (same bool, why string) {
+func checksumsAgree(a, b endpoint.Info) (same bool, why string) {
 	if a.IsDir || b.IsDir {
 		return false, ""
 	}

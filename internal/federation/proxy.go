@@ -190,14 +190,7 @@ func ifRangeMatches(ir, etag, lastMod string) bool {
 func (f *Federator) servedSums(ctx context.Context, rep *replica, algos []string) map[string]string {
 	out := map[string]string{}
 	for _, a := range algos {
-		if v, ok := rep.info.Checksums[a]; ok {
-			out[a] = v
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, rep.m.cfg.TimeoutOrDefault())
-		v, err := endpoint.Checksum(cctx, rep.m.ep, rep.path, a)
-		cancel()
-		if err == nil {
+		if v := rep.checksum(ctx, a); v != "" {
 			out[a] = v
 		}
 	}
@@ -568,9 +561,9 @@ func (fr *failoverReader) waitSums(d time.Duration) {
 }
 
 // sumFuture is a checksum asked in the background.
+// The sum itself is learned by the replica (replica.learn).
 type sumFuture struct {
 	algo   string
-	val    string // valid once done is closed; "" when unknown
 	done   chan struct{}
 	cancel context.CancelFunc
 }
@@ -583,17 +576,13 @@ func (fr *failoverReader) startSums() {
 	if len(fr.others) == 0 || fr.served.sum(httpx.Adler32) != "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(fr.ctx, fr.served.m.cfg.TimeoutOrDefault())
+	ctx, cancel := context.WithCancel(fr.ctx) // replica.checksum bounds the wait
 	sf := &sumFuture{algo: httpx.Adler32, done: make(chan struct{}), cancel: cancel}
 	fr.sums = sf
 	rep := fr.served
 	go func() {
 		defer close(sf.done)
-		v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, sf.algo)
-		if err == nil {
-			sf.val = v
-			rep.learn(sf.algo, v)
-		}
+		rep.checksum(ctx, sf.algo)
 	}()
 }
 
@@ -628,16 +617,9 @@ func (fr *failoverReader) compare(rep *replica) (bool, string) {
 		if want == "" {
 			continue
 		}
-		got := rep.sum(algo)
+		got := rep.checksum(fr.ctx, algo)
 		if got == "" {
-			ctx, cancel := context.WithTimeout(fr.ctx, rep.m.cfg.TimeoutOrDefault())
-			v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, algo)
-			cancel()
-			if err != nil {
-				continue
-			}
-			got = v
-			rep.learn(algo, v)
+			continue
 		}
 		if got == want {
 			return true, ""
@@ -646,6 +628,23 @@ func (fr *failoverReader) compare(rep *replica) (bool, string) {
 		return false, fmt.Sprintf("%s %s, the replica served has %s", algo, got, want)
 	}
 	return false, "no checksum proves it holds the same bytes"
+}
+
+// checksum returns the replica's checksum for algo: known (sum), else
+// asked of its endpoint within the endpoint's timeout and learned; ""
+// when the endpoint cannot say.
+func (r *replica) checksum(ctx context.Context, algo string) string {
+	if v := r.sum(algo); v != "" {
+		return v
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.m.cfg.TimeoutOrDefault())
+	defer cancel()
+	v, err := endpoint.Checksum(ctx, r.m.ep, r.path, algo)
+	if err != nil {
+		return ""
+	}
+	r.learn(algo, v)
+	return v
 }
 
 // sum returns the replica's checksum for algo, from its metadata or

@@ -305,7 +305,7 @@ func (f *Federator) checksums(rq *request, e *entry, rk []ranked, algos []string
 	for _, a := range missing {
 		for _, x := range rk {
 			// Only replicas holding the version the entry describes.
-			if same, _ := sameVersion(primary, x.r.info); !same && x.r != e.replicas[0] {
+			if same, _ := checksumsAgree(primary, x.r.info); !same && x.r != e.replicas[0] {
 				continue
 			}
 			v, err := endpoint.Checksum(rq.r.Context(), x.r.m.ep, x.r.path, a)
