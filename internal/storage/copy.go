@@ -24,6 +24,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -273,7 +274,9 @@ func (s *Server) copyResource(ctx context.Context, cm *copyMove) error {
 		}
 		return err
 	}
-	s.syncDir(ctx, cm.dstDir, cm.dst)
+	if err := syncDir(cm.dstDir, cm.dst); err != nil {
+		return err
+	}
 	c.keepSums(dir, cm.dstBase)
 	return nil
 }
@@ -308,9 +311,10 @@ func (s *Server) moveResource(ctx context.Context, cm *copyMove) error {
 	if err != nil {
 		return err
 	}
-	s.syncDir(ctx, sdir, cm.src)
-	s.syncDir(ctx, cm.dstDir, cm.dst)
-	return nil
+	if err := syncDir(sdir, cm.src); err != nil {
+		return err
+	}
+	return syncDir(cm.dstDir, cm.dst)
 }
 
 // keepMoved keeps again the checksums of a file a MOVE renamed: rename
@@ -361,12 +365,14 @@ func (s *Server) install(fromDir int, from string, fromIsDir bool, cm *copyMove)
 	return nil
 }
 
-// syncDir makes the renames in directory d durable; a failure is logged
-// (the data itself is already synced).
-func (s *Server) syncDir(ctx context.Context, d *os.File, p string) {
+// syncDir makes the renames in directory d durable. Its error must keep
+// the request from a 2xx: until the directory is synced, a crash may undo
+// the rename the client would be told of.
+func syncDir(d *os.File, p string) error {
 	if err := d.Sync(); err != nil {
-		s.log.WarnContext(ctx, "fsync directory failed", "path", p, "err", err)
+		return fmt.Errorf("fsync the directory of %s: %w", p, err)
 	}
+	return nil
 }
 
 // copyStatus maps a COPY or MOVE failure to a status: fsStatus plus the

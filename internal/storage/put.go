@@ -81,7 +81,13 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		httpError(w, http.StatusPreconditionFailed, "precondition failed")
 		return 0
 	}
+	// Directories MkdirAll creates must be made durable too, up to the
+	// root, or an acknowledged file may vanish with them in a crash.
+	created := false
 	if dir != "." {
+		if _, err := s.root.Stat(dir); err != nil {
+			created = true
+		}
 		if err := s.root.MkdirAll(dir, 0o755); err != nil {
 			code, reason := s.putStatus(r, err)
 			httpError(w, code, reason)
@@ -150,11 +156,11 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 	// The fingerprint after the rename (which moved the ctime) is the one
 	// later requests see; nothing touches the file after it.
 	_ = s.storeSums(&st, sums)
-	if d, err := s.root.Open(dir); err == nil {
-		if err := d.Sync(); err != nil {
-			s.log.WarnContext(r.Context(), "fsync directory failed", "path", p, "err", err)
-		}
-		d.Close()
+	if err := s.syncDirs(dir, created); err != nil {
+		// The file is in place but may not survive a crash: no 2xx.
+		code, reason := s.putStatus(r, err)
+		httpError(w, code, "stored, but not made durable: "+reason)
+		return n
 	}
 	h := w.Header()
 	h["Etag"] = []string{etag(&st)}
@@ -352,4 +358,21 @@ func trimErr(err error) string {
 		}
 	}
 	return msg
+}
+
+// syncDirs fsyncs the directory dir (relative to Root) and, with up, every
+// directory above it up to Root: the entries of directories a PUT created.
+func (s *Server) syncDirs(dir string, up bool) error {
+	for {
+		d, err := s.root.Open(dir)
+		if err != nil {
+			return err
+		}
+		err = syncDir(d, dir)
+		d.Close()
+		if err != nil || !up || dir == "." {
+			return err
+		}
+		dir = path.Dir(dir)
+	}
 }
