@@ -2,6 +2,7 @@ package storage
 
 import (
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -208,5 +209,39 @@ func TestLockCaps(t *testing.T) {
 		if resp.StatusCode >= 300 {
 			t.Errorf("%s %s with a full lock table = %d (%q)", step.method, step.path, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestLockDuringWrite: a LOCK on a file a write is changing is not
+// granted while no other lock exists (the write registered with the lock
+// table all the same), so no locked file is then overwritten without its
+// token. Before, with the table empty, a PUT skipped the table: the LOCK
+// got 201 and the PUT then overwrote the locked file.
+func TestLockDuringWrite(t *testing.T) {
+	ts := startServer(t, Config{})
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("PUT", ts.url+"/f.txt", pr)
+		req.ContentLength = 10
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	if _, err := pw.Write([]byte("12345")); err != nil { // the PUT is in its body
+		t.Fatal(err)
+	}
+	resp, body := ts.do(t, "LOCK", "/f.txt", strings.NewReader(lockXML("exclusive")), "Depth", "0")
+	if resp.StatusCode == 200 || resp.StatusCode == 201 {
+		t.Errorf("LOCK during a PUT of the same file = %d (%q), want it refused", resp.StatusCode, body)
+	}
+	pw.Write([]byte("67890"))
+	pw.Close()
+	if code := <-done; code != 201 && code != 204 {
+		t.Errorf("PUT = %d", code)
 	}
 }

@@ -318,10 +318,10 @@ func xmlEscape(s string) string {
 // The caller defers the release returned; it also drops the locks of the
 // resources a deep target lost (DELETE, MOVE, an overwritten destination).
 func (ls *Locks) Guard(w http.ResponseWriter, r *http.Request, targets ...Target) (release func(), ok bool) {
+	// Every write registers with the table, even while no lock exists:
+	// a LOCK arriving during the write must wait for it (or be refused),
+	// not be granted and then overwritten by a write that never asked.
 	hdr := r.Header.Get("If")
-	if hdr == "" && !ls.Held() {
-		return func() {}, true
-	}
 	now := time.Now()
 	var submitted map[string][]string
 	if hdr != "" {
