@@ -22,8 +22,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-py_pkgs=(uproot awkward numpy fsspec aiohttp requests)
-python3 -c "import uproot, awkward, numpy, fsspec, aiohttp, requests" 2>/dev/null || python3 -m pip install -q "${py_pkgs[@]}"
+# xrootd is the XRootD Python bindings (XRootD.client, readv) as a wheel,
+# for whichever python3 is first on PATH (Debian's python3-xrootd serves
+# /usr/bin/python3 only); fsspec-xrootd lets uproot open root:// URLs.
+py_pkgs=(uproot awkward numpy fsspec aiohttp requests xrootd fsspec-xrootd)
+python3 -c "import uproot, awkward, numpy, fsspec, aiohttp, requests, XRootD.client, fsspec_xrootd" 2>/dev/null || python3 -m pip install -q "${py_pkgs[@]}"
 
 # s3proxy (Maven Central), the real S3 server the s3 kind is tested against:
 # it checks signatures and expiry of pre-signed URLs, which moto does not.

@@ -35,6 +35,10 @@ var layers = []struct {
 	{"internal/storage", 2},
 	{"internal/bench", 5},
 	{"internal/federation", 5},
+	{"internal/cache", 5},  // a role beside the federator: its origin is an endpoint.Endpoint
+	{"internal/buffer", 5}, // a role beside the federator: its targets are endpoints
+	{"internal/xrootd", 5}, // the root:// door: serves a namespace given as an interface
+	{"internal/auth", 1},   // TLS trust, tokens, identities, path rules: a leaf every role may use
 	{"internal/sitetest", 6},
 	{"internal/web", 7},
 	{"internal/server", 8},
@@ -57,6 +61,12 @@ var only = map[string][]string{
 	"internal/bench": {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/results"},
 	// config owns the YAML shape of every role and imports none of them.
 	"internal/config": {"internal/endpoint", "internal/httpx"},
+	// The roles beside the federator know it only through interfaces the
+	// server wires; none of them names another role.
+	"internal/cache":  {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/auth"},
+	"internal/buffer": {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/auth"},
+	"internal/xrootd": {"internal/endpoint", "internal/httpx", "internal/auth"},
+	"internal/auth":   {"internal/httpx"},
 }
 
 // never lists imports forbidden whatever the ranks say.
