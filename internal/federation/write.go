@@ -117,7 +117,7 @@ func (f *Federator) servePut(rq *request) {
 		}
 	}
 	ep := m.endpointPath(p)
-	if !m.proxy && !m.putProxy && len(old) == 0 {
+	if !m.proxy && !m.putProxy && !rq.carry && len(old) == 0 {
 		u, err := endpoint.RedirectURL(r.Context(), m.ep, ep, endpoint.OpWrite)
 		if err == nil {
 			// The write happens after we answer: hold off caching "not

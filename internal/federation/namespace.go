@@ -1,0 +1,301 @@
+package federation
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// Namespace is the federation seen as one endpoint.Endpoint, for the
+// roles of the same process that read and write through it: a cache
+// whose origin is the federation, the root:// door, a write buffer's
+// read-your-writes view. It keeps the HTTP front's guarantees, because
+// it runs the same code:
+//
+//   - Open opens a replica before it returns and checks that the replica
+//     still holds the version the metadata describes (a stale entry is
+//     looked up again once); its reader is endpoint.Versioned, and moves
+//     mid-stream only to a replica proven identical by a checksum.
+//   - Errors keep the federation's classes: ErrNotFound only when every
+//     endpoint that could hold the path said so, ErrUnavailable when one
+//     could not answer.
+//   - Put, Delete and Mkdir are the front's PUT, DELETE and MKCOL, with
+//     the federator carrying the bytes (a caller in the process cannot
+//     follow a 307).
+type Namespace struct{ f *Federator }
+
+var (
+	_ endpoint.Endpoint    = (*Namespace)(nil)
+	_ endpoint.Checksummer = (*Namespace)(nil)
+)
+
+// Namespace returns the federation as an endpoint.
+func (f *Federator) Namespace() *Namespace { return &Namespace{f: f} }
+
+// Name is "federation", the name a cache's config gives this origin.
+func (n *Namespace) Name() string { return "federation" }
+
+// errOfStatus turns a look-up's status into the federation's error for p.
+func errOfStatus(p string, status int) error {
+	return fmt.Errorf("federation: %s: %w", p, endpoint.ClassOfStatus(status))
+}
+
+// found looks p up and returns its entry, or the error its status means.
+func (n *Namespace) found(ctx context.Context, p string) (*snapshot, *entry, error) {
+	s := n.f.snap.Load()
+	e := n.f.lookup(ctx, s, p, 0)
+	if e.status != http.StatusOK {
+		return s, nil, errOfStatus(p, e.status)
+	}
+	return s, e, nil
+}
+
+// Stat describes p as the best-ranked replica does; a directory anywhere
+// is a directory.
+func (n *Namespace) Stat(ctx context.Context, p string) (endpoint.Info, error) {
+	s, e, err := n.found(ctx, p)
+	if err != nil {
+		return endpoint.Info{}, err
+	}
+	if e.isDir {
+		return endpoint.Info{Name: path.Base(p), IsDir: true, ModTime: e.modTime}, nil
+	}
+	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
+	if len(rk) == 0 {
+		return endpoint.Info{}, fmt.Errorf("federation: %s: every replica is down: %w", p, endpoint.ErrUnavailable)
+	}
+	it := rk[0].r.info
+	it.Name = path.Base(p)
+	if sums := e.sums.Load(); sums != nil && it.Checksums == nil {
+		it.Checksums = *sums
+	}
+	return it, nil
+}
+
+// List is the directory merged across endpoints, as PROPFIND lists it.
+func (n *Namespace) List(ctx context.Context, dir string) ([]endpoint.Info, error) {
+	l := n.f.list(ctx, n.f.snap.Load(), dir, 0)
+	if l.status != http.StatusOK {
+		return nil, errOfStatus(dir, l.status)
+	}
+	return l.items, nil
+}
+
+// Open reads n bytes of p from off (count < 0: to the end) from the best
+// replica that still holds the version looked up, with the proxy's
+// failover. A range past the end of the file is cut at the end.
+func (n *Namespace) Open(ctx context.Context, p string, off, count int64) (io.ReadCloser, error) {
+	for fresh := false; ; fresh = true {
+		rc, err := n.open(ctx, p, off, count, fresh)
+		if !errors.Is(err, errStale) || fresh {
+			return rc, err
+		}
+	}
+}
+
+func (n *Namespace) open(ctx context.Context, p string, off, count int64, fresh bool) (io.ReadCloser, error) {
+	s, e, err := n.found(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if e.isDir {
+		return nil, fmt.Errorf("federation: open %s: is a directory: %w", p, endpoint.ErrRefused)
+	}
+	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
+	if len(rk) == 0 {
+		return nil, fmt.Errorf("federation: %s: every replica is down: %w", p, endpoint.ErrUnavailable)
+	}
+	size := rk[0].r.info.Size
+	if off < 0 || off > size {
+		return nil, fmt.Errorf("federation: open %s at %d: beyond the end (%d bytes): %w", p, off, size, endpoint.ErrRefused)
+	}
+	if count < 0 || off+count > size {
+		count = size - off
+	}
+	reps := make([]*replica, 0, len(rk))
+	for _, x := range rk {
+		if x.r.info.Size == size {
+			reps = append(reps, x.r)
+		}
+	}
+	fr := &failoverReader{ctx: ctx, f: n.f, s: s, p: p, idle: s.cfg.ProxyIdleTimeout.D()}
+	if err := fr.openFirst(reps, httpx.Range{Start: off, Length: count}, fresh); err != nil {
+		fr.Close()
+		if errors.Is(err, errStale) {
+			s.invalidate(p, 0)
+		}
+		return nil, err
+	}
+	if fr.changed {
+		s.invalidate(p, 0)
+	}
+	return &namespaceReader{failoverReader: fr, size: size}, nil
+}
+
+// namespaceReader is a failoverReader that says which version it reads.
+type namespaceReader struct {
+	*failoverReader
+	size int64
+}
+
+// Version is the version the first replica confirmed on opening; every
+// byte read is of it.
+func (r *namespaceReader) Version() endpoint.Info {
+	v := r.ver
+	v.Size = r.size
+	return v
+}
+
+// Checksum returns p's checksum for algo from the best replica: known
+// from the look-up, else asked of it (and kept for the next caller).
+func (n *Namespace) Checksum(ctx context.Context, p, algo string) (string, error) {
+	s, e, err := n.found(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	if e.isDir {
+		return "", fmt.Errorf("federation: checksum %s: is a directory: %w", p, endpoint.ErrRefused)
+	}
+	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
+	for _, x := range rk {
+		if sum := x.r.checksum(ctx, algo); sum != "" {
+			return sum, nil
+		}
+	}
+	return "", fmt.Errorf("federation: checksum %s %s: no replica has it: %w", algo, p, endpoint.ErrUnsupported)
+}
+
+// Replicas lists the URLs of p's replicas, best first: the URL a client
+// is redirected to when there is one, else the endpoint's own URL of the
+// file (a root:// data server without an HTTP door, a directory). The
+// root:// door redirects to the root:// ones.
+func (n *Namespace) Replicas(ctx context.Context, p string) ([]*url.URL, error) {
+	s, e, err := n.found(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	var out []*url.URL
+	for _, x := range n.f.rank(s, e, netip.Addr{}, nil, nil) {
+		rep := x.r
+		raw := rep.url
+		if raw == "" {
+			u, err := url.Parse(rep.m.url)
+			if err != nil {
+				continue
+			}
+			u.Path = path.Join("/", u.Path, rep.path)
+			raw = u.String()
+		}
+		if u, err := url.Parse(raw); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// Put writes p through the federator as a PUT would: placement, the other
+// replicas retired, the metadata cache dropped. size is the exact length
+// of r, or -1 when unknown.
+func (n *Namespace) Put(ctx context.Context, p string, r io.Reader, size int64) error {
+	return n.do(ctx, http.MethodPut, p, r, size)
+}
+
+// Delete removes every replica of p, as DELETE does.
+func (n *Namespace) Delete(ctx context.Context, p string) error {
+	return n.do(ctx, http.MethodDelete, p, nil, 0)
+}
+
+// Mkdir creates p on every healthy writable endpoint that could hold it.
+func (n *Namespace) Mkdir(ctx context.Context, p string) error {
+	err := n.do(ctx, "MKCOL", p, nil, 0)
+	if errors.Is(err, errExists) {
+		return nil
+	}
+	return err
+}
+
+// Probe answers whether any endpoint is up.
+func (n *Namespace) Probe(context.Context) error {
+	for _, m := range n.f.snap.Load().members {
+		if m.h.Up() {
+			return nil
+		}
+	}
+	return fmt.Errorf("federation: every endpoint is down: %w", endpoint.ErrUnavailable)
+}
+
+// errExists is MKCOL's 405: the directory is there already.
+var errExists = errors.New("federation: exists")
+
+// do runs one write method of the front in the process, the federator
+// carrying the bytes, and turns its status into an error of its class.
+func (n *Namespace) do(ctx context.Context, method, p string, body io.Reader, size int64) error {
+	if body == nil {
+		body = http.NoBody
+	}
+	r, err := http.NewRequestWithContext(ctx, method, "http://federation"+(&url.URL{Path: p}).EscapedPath(), body)
+	if err != nil {
+		return fmt.Errorf("federation: %s %s: %w", method, p, endpoint.ErrRefused)
+	}
+	r.ContentLength = size
+	rec := &recorder{h: http.Header{}}
+	s := n.f.snap.Load()
+	rq := &request{w: rec, r: r, s: s, p: p, carry: true}
+	switch method {
+	case http.MethodPut:
+		n.f.servePut(rq)
+	case http.MethodDelete:
+		n.f.serveDelete(rq)
+	case "MKCOL":
+		n.f.serveMkcol(rq)
+	}
+	code := rec.code
+	switch {
+	case code >= 200 && code < 300:
+		return nil
+	case method == "MKCOL" && code == http.StatusMethodNotAllowed:
+		return errExists
+	}
+	class := endpoint.ClassOfStatus(code)
+	if code == http.StatusConflict {
+		class = endpoint.ErrExist // the front's 409: something else is in the way
+	}
+	msg := strings.TrimSpace(strings.SplitN(rec.body.String(), "\n", 2)[0])
+	return fmt.Errorf("federation: %s %s: %d %s: %w", strings.ToLower(method), p, code, msg, class)
+}
+
+// recorder is the ResponseWriter of an in-process write: the status and
+// the first lines of the body, for the error.
+type recorder struct {
+	h    http.Header
+	code int
+	body bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	if r.body.Len() < 4<<10 {
+		r.body.Write(p[:min(len(p), 4<<10-r.body.Len())])
+	}
+	return len(p), nil
+}

@@ -1,0 +1,73 @@
+package federation
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/endpointtest"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// The federation seen as one endpoint passes the suite every kind
+// passes: a federation of one local directory behaves as the directory.
+func TestNamespaceConformance(t *testing.T) {
+	endpointtest.Run(t, func(t *testing.T) endpointtest.Target {
+		dir := t.TempDir()
+		tf := startFed(t, cfgYAML(slowHealth+"\nmetadata_cache: {ttl: 1ms, negative_ttl: 1ms}",
+			"name: disk\nurl: file://"+dir+"\nwritable: true"))
+		return endpointtest.Target{
+			Endpoint: tf.Namespace(),
+			Caps:     endpointtest.Caps{Checksums: []string{httpx.Adler32}},
+		}
+	})
+}
+
+// Open fails over mid-stream like the proxy, and its reader says which
+// version it reads.
+func TestNamespaceOpenFailover(t *testing.T) {
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(rand.IntN(256))
+	}
+	a, b := newFake("site-a", true), newFake("site-b", true)
+	a.put("/f", data)
+	b.put("/f", data)
+	a.failAfter.Store(1<<20 + 17)
+	tf := startFed(t, cfgYAML("mode: proxy\n"+slowHealth, ep("site-a", "priority: 1"), ep("site-b", "priority: 2")), a, b)
+	ns := tf.Namespace()
+	rc, err := ns.Open(t.Context(), "/f", 100, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, ok := endpoint.VersionOf(rc)
+	if !ok || ver.Size != int64(len(data)) {
+		t.Errorf("Version = %+v, %v; want the whole size %d", ver, ok, len(data))
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, data[100:]) {
+		t.Fatalf("read %d bytes, err %v; want %d identical bytes", len(got), err, len(data)-100)
+	}
+	if b.opens.Load() == 0 {
+		t.Errorf("site-b never opened: no failover happened")
+	}
+}
+
+// "Not found" only when every endpoint said so; an endpoint down makes
+// it unavailable.
+func TestNamespaceNotFoundVersusUnavailable(t *testing.T) {
+	a, b := newFake("site-a", true), newFake("site-b", true)
+	tf := startFed(t, cfgYAML(slowHealth, ep("site-a"), ep("site-b")), a, b)
+	ns := tf.Namespace()
+	if _, err := ns.Stat(t.Context(), "/missing"); !errors.Is(err, endpoint.ErrNotFound) {
+		t.Errorf("Stat(missing) = %v, want ErrNotFound", err)
+	}
+	b.down.Store(true)
+	if _, err := ns.Open(t.Context(), "/missing2", 0, -1); !errors.Is(err, endpoint.ErrUnavailable) {
+		t.Errorf("Open with site-b down = %v, want ErrUnavailable", err)
+	}
+}
