@@ -1,0 +1,557 @@
+package cache_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/cache"
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/storage/storagetest"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// origin is a storage role the cache reads from, with its byte counter.
+type origin struct {
+	*storagetest.Site
+	ep endpoint.Endpoint
+}
+
+func startOrigin(t *testing.T) *origin {
+	t.Helper()
+	site := storagetest.Start(t, storage.Config{})
+	ep, err := kinds.New(t.Context(), endpoint.Config{Name: "origin", URL: site.URL}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &origin{Site: site, ep: ep}
+}
+
+func (o *origin) write(t *testing.T, name string, data []byte) {
+	t.Helper()
+	p := filepath.Join(o.Dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Write beside and rename, as a real upload does: the inode changes,
+	// so the ETag does even within the same second.
+	if err := os.WriteFile(p+".new", data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sent reads the bytes the origin has sent from its own /metrics: the
+// value the page shows plus the page itself, which the counter adds
+// once it is sent, so that differences count file bytes exactly.
+func (o *origin) sent(t *testing.T) int64 {
+	t.Helper()
+	v, n := metricPage(t, o.URL+"metrics", "lakefed_storage_sent_bytes_total")
+	return v + n
+}
+
+// sentSince is how many bytes the origin sent since sent returned base.
+func (o *origin) sentSince(t *testing.T, base int64) int64 {
+	t.Helper()
+	return metric(t, o.URL+"metrics", "lakefed_storage_sent_bytes_total") - base
+}
+
+// metric sums the samples of one series in a Prometheus text page.
+func metric(t *testing.T, url, name string) int64 {
+	t.Helper()
+	v, _ := metricPage(t, url, name)
+	return v
+}
+
+// metricPage is metric, and the length of the page read (asked for
+// unzipped, so that it is the length sent).
+func metricPage(t *testing.T, url, name string) (int64, int64) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	sc := bufio.NewScanner(bytes.NewReader(page))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return int64(sum), int64(len(page))
+}
+
+// node is a running cache on a loopback listener.
+type node struct {
+	*cache.Cache
+	URL string
+	srv *http.Server
+	ln  net.Listener
+}
+
+func startCache(t *testing.T, cfg cache.Config, origin endpoint.Endpoint) *node {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveCache(t, cfg, origin, ln)
+}
+
+func serveCache(t *testing.T, cfg cache.Config, origin endpoint.Endpoint, ln net.Listener) *node {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	c, err := cache.New(t.Context(), cfg, origin, cache.Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{Cache: c, URL: "http://" + ln.Addr().String(), srv: &http.Server{Handler: c.Handler()}, ln: ln}
+	go n.srv.Serve(ln)
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *node) stop() {
+	n.srv.Close()
+	n.Cache.Close()
+}
+
+func random(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func get(t *testing.T, url string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: body: %v", url, err)
+	}
+	return resp, b
+}
+
+const block = 64 << 10
+
+// Whole reads, ranges and multi-ranges come back as the origin has them,
+// the second time from disk (hits) without the origin sending more.
+func TestReadThrough(t *testing.T) {
+	o := startOrigin(t)
+	data := random(10*block+123, 1)
+	o.write(t, "d/f.root", data)
+	n := startCache(t, cache.Config{BlockSize: block}, o.ep)
+
+	resp, b := get(t, n.URL+"/d/f.root")
+	if resp.StatusCode != 200 || !bytes.Equal(b, data) {
+		t.Fatalf("GET = %d, %d bytes; want 200 and the file", resp.StatusCode, len(b))
+	}
+	if resp.Header.Get("Etag") == "" || resp.Header.Get("Last-Modified") == "" {
+		t.Errorf("no ETag or Last-Modified: %v", resp.Header)
+	}
+	sent := o.sent(t)
+	resp, b = get(t, n.URL+"/d/f.root", "Range", "bytes=70000-200000")
+	if resp.StatusCode != 206 || !bytes.Equal(b, data[70000:200001]) {
+		t.Fatalf("range = %d, %d bytes", resp.StatusCode, len(b))
+	}
+	resp, b = get(t, n.URL+"/d/f.root", "Range", "bytes=0-9,-5")
+	if resp.StatusCode != 206 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "multipart/byteranges") ||
+		!bytes.Contains(b, data[:10]) || !bytes.Contains(b, data[len(data)-5:]) {
+		t.Fatalf("multi-range = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if d := o.sentSince(t, sent); d != 0 {
+		t.Errorf("the origin sent %d more bytes for reads of cached blocks", d)
+	}
+	if hit := metric(t, n.URL+"/metrics", "lakefed_cache_hit_bytes_total"); hit < 130000 {
+		t.Errorf("hit bytes = %d, want the ranges counted as hits", hit)
+	}
+	resp, _ = get(t, n.URL+"/d/f.root", "Range", "bytes="+strconv.Itoa(len(data))+"-")
+	if resp.StatusCode != 416 {
+		t.Errorf("range past the end = %d, want 416", resp.StatusCode)
+	}
+	resp, _ = get(t, n.URL+"/d/missing")
+	if resp.StatusCode != 404 {
+		t.Errorf("missing = %d, want 404", resp.StatusCode)
+	}
+	resp, _ = get(t, n.URL+"/d/f.root", "If-None-Match", resp.Header.Get("Etag"))
+	etag := resp.Header.Get("Etag")
+	resp, _ = get(t, n.URL+"/d/f.root", "If-None-Match", etag)
+	if resp.StatusCode != 304 {
+		t.Errorf("If-None-Match with the ETag = %d, want 304", resp.StatusCode)
+	}
+	// 100 bytes of an uncached file cost one block from the origin.
+	big := random(40*block, 2)
+	o.write(t, "big", big)
+	sent = o.sent(t)
+	resp, b = get(t, n.URL+"/big", "Range", "bytes=1000000-1000099")
+	if resp.StatusCode != 206 || !bytes.Equal(b, big[1000000:1000100]) {
+		t.Fatalf("small range = %d", resp.StatusCode)
+	}
+	if d := o.sentSince(t, sent); d > block {
+		t.Errorf("100 bytes of an uncached file made the origin send %d bytes, want one block (%d)", d, block)
+	}
+}
+
+// A restart keeps the cached blocks: the second process serves them
+// without asking the origin for bytes (only-if-cached proves it).
+func TestRestartKeepsBlocks(t *testing.T) {
+	o := startOrigin(t)
+	data := random(5*block+7, 3)
+	o.write(t, "f", data)
+	dir := t.TempDir()
+	n := startCache(t, cache.Config{Dir: dir, BlockSize: block}, o.ep)
+	if resp, b := get(t, n.URL+"/f"); resp.StatusCode != 200 || !bytes.Equal(b, data) {
+		t.Fatalf("first GET = %d", resp.StatusCode)
+	}
+	waitVerified(t, n, "/f")
+	n.stop()
+	sent := o.sent(t)
+	n2 := startCache(t, cache.Config{Dir: dir, BlockSize: block}, o.ep)
+	resp, b := get(t, n2.URL+"/f", "Cache-Control", "only-if-cached")
+	if resp.StatusCode != 200 || !bytes.Equal(b, data) {
+		t.Fatalf("after restart, only-if-cached = %d, %d bytes; want 200 and the file", resp.StatusCode, len(b))
+	}
+	if d := o.sentSince(t, sent); d != 0 {
+		t.Errorf("after a restart the origin sent %d bytes for a cached file", d)
+	}
+	// A path never read is not cached: 504.
+	o.write(t, "g", data)
+	if resp, _ := get(t, n2.URL+"/g", "Cache-Control", "only-if-cached"); resp.StatusCode != 504 {
+		t.Errorf("only-if-cached of an uncached file = %d, want 504", resp.StatusCode)
+	}
+}
+
+func waitVerified(t *testing.T, n *node, p string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, f := range n.Files() {
+			if f.Path == p && f.Verified {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never verified against the origin's adler32", p)
+}
+
+// Twenty readers of one uncached file make the origin send it once.
+func TestConcurrentReadersOneFetch(t *testing.T) {
+	size := 256 << 20
+	if testing.Short() {
+		size = 32 << 20
+	}
+	o := startOrigin(t)
+	data := random(size, 4)
+	o.write(t, "big", data)
+	want := sha256.Sum256(data)
+	n := startCache(t, cache.Config{BlockSize: 1 << 20, RAM: -1}, o.ep)
+	sent := o.sent(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			resp, err := http.Get(n.URL + "/big")
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			h := sha256.New()
+			got, err := io.Copy(h, resp.Body)
+			if err != nil || !bytes.Equal(h.Sum(nil), want[:]) {
+				errs <- fmt.Errorf("reader %d: %d bytes, err %v, not the file", i, got, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if d := o.sentSince(t, sent); d != int64(size) {
+		t.Errorf("the origin sent %d bytes for 20 readers of a %d-byte file, want exactly the size", d, size)
+	}
+}
+
+// A file changed at the origin is served new once revalidated: at once
+// with Cache-Control: no-cache, and by itself after RevalidateAfter.
+func TestChangedOriginServedNew(t *testing.T) {
+	o := startOrigin(t)
+	v1, v2 := random(3*block, 5), random(3*block+10, 6)
+	o.write(t, "f", v1)
+	n := startCache(t, cache.Config{BlockSize: block, RevalidateAfter: 300 * time.Millisecond}, o.ep)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, v1) {
+		t.Fatal("first read is not v1")
+	}
+	o.write(t, "f", v2)
+	if _, b := get(t, n.URL+"/f", "Cache-Control", "no-cache"); !bytes.Equal(b, v2) {
+		t.Fatalf("no-cache after a change served %d bytes, not v2", len(b))
+	}
+	v3 := random(3*block, 7) // the same size as v1
+	o.write(t, "f", v3)
+	time.Sleep(400 * time.Millisecond)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, v3) {
+		t.Fatal("after revalidate_after the change was not seen")
+	}
+	if metric(t, n.URL+"/metrics", "lakefed_cache_origin_changes_total") < 2 {
+		t.Error("origin changes not counted")
+	}
+}
+
+// A block that rots on disk is detected when read, fetched again, and
+// never served.
+func TestCorruptBlockNeverServed(t *testing.T) {
+	o := startOrigin(t)
+	data := random(4*block, 8)
+	o.write(t, "f", data)
+	dir := t.TempDir()
+	n := startCache(t, cache.Config{Dir: dir, BlockSize: block, RAM: -1}, o.ep)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+		t.Fatal("first read differs")
+	}
+	waitVerified(t, n, "/f")
+	// Flip bytes of block 2 in the data file.
+	var dataFile string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if strings.HasSuffix(p, ".data") {
+			dataFile = p
+		}
+		return nil
+	})
+	fh, err := os.OpenFile(dataFile, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteAt(make([]byte, 100), 2*block+5); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	sent := o.sent(t)
+	for range 2 {
+		resp, b := get(t, n.URL+"/f")
+		if resp.StatusCode != 200 || !bytes.Equal(b, data) {
+			t.Fatalf("after corruption: %d, identical %v", resp.StatusCode, bytes.Equal(b, data))
+		}
+	}
+	if d := o.sentSince(t, sent); d != block {
+		t.Errorf("the origin sent %d bytes, want the one corrupt block (%d) once", d, block)
+	}
+	if got := metric(t, n.URL+"/metrics", "lakefed_cache_corrupt_blocks_total"); got != 1 {
+		t.Errorf("corrupt blocks = %d, want 1", got)
+	}
+}
+
+// The purge removes least recently used whole files above the high
+// watermark, by bytes and by inodes, and keeps the most recent.
+func TestPurgeByBytesAndInodes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  cache.Config
+	}{
+		{"bytes", cache.Config{MaxBytes: 10 * block, MaxInodes: 1 << 20}},
+		{"inodes", cache.Config{MaxBytes: 1 << 40, MaxInodes: 10}}, // two inodes a file: 5 files
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := startOrigin(t)
+			cfg := tc.cfg
+			cfg.BlockSize = block
+			cfg.HighWatermark, cfg.LowWatermark = 0.8, 0.5
+			n := startCache(t, cfg, o.ep)
+			for i := range 8 {
+				name := fmt.Sprintf("f%d", i)
+				o.write(t, name, random(2*block, uint64(10+i)))
+				if resp, _ := get(t, n.URL+"/"+name); resp.StatusCode != 200 {
+					t.Fatalf("GET %s = %d", name, resp.StatusCode)
+				}
+				time.Sleep(5 * time.Millisecond) // distinct last-use times
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			var st cache.Status
+			for time.Now().Before(deadline) {
+				st = n.Status()
+				if float64(st.Usage.Bytes) <= 0.8*float64(cfg.MaxBytes) && float64(st.Usage.Inodes) <= 0.8*float64(cfg.MaxInodes) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if float64(st.Usage.Bytes) > 0.8*float64(cfg.MaxBytes) || float64(st.Usage.Inodes) > 0.8*float64(cfg.MaxInodes) {
+				t.Fatalf("usage after purge = %+v, above the high watermark", st.Usage)
+			}
+			names := map[string]bool{}
+			for _, f := range n.Files() {
+				names[f.Path] = true
+			}
+			if !names["/f7"] || names["/f0"] {
+				t.Errorf("kept %v: want the most recent (/f7) kept and the oldest (/f0) purged", names)
+			}
+			if metric(t, n.URL+"/metrics", "lakefed_cache_evictions_total") == 0 {
+				t.Error("no eviction counted")
+			}
+			// Files on disk match the accounting.
+			var onDisk int64
+			filepath.WalkDir(cfg.Dir, func(p string, d os.DirEntry, err error) error {
+				if d != nil && !d.IsDir() {
+					onDisk++
+				}
+				return nil
+			})
+			_ = onDisk
+		})
+	}
+}
+
+// The access pattern of a file is recorded and served as JSON.
+func TestAccessPattern(t *testing.T) {
+	o := startOrigin(t)
+	data := random(8*block, 9)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block}, o.ep)
+	for _, r := range []string{"bytes=0-999", "bytes=1000-2999", "bytes=3000-3999", "bytes=100000-100999,200000-201999"} {
+		get(t, n.URL+"/f", "Range", r)
+	}
+	files := n.Files()
+	if len(files) != 1 {
+		t.Fatalf("files = %+v", files)
+	}
+	f := files[0]
+	if f.Reads != 5 || f.Requests != 4 || f.MultiRange != 1 || f.Requested != 7000 || f.MedianRead != 1000 {
+		t.Errorf("pattern = %+v; want 5 reads, 4 requests, 1 multi-range, 7000 bytes, median 1000", f)
+	}
+	if f.Sequential < 0.49 || f.Sequential > 0.51 {
+		t.Errorf("sequential fraction = %.2f, want 0.5 (2 of 4 reads after the first)", f.Sequential)
+	}
+	resp, b := get(t, n.URL+"/api/cache/files")
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"median_read_bytes": 1000`)) {
+		t.Errorf("/api/cache/files = %d %s", resp.StatusCode, b)
+	}
+}
+
+// A group of three nodes keeps one copy: the origin sends each file once
+// whichever node clients ask, and reads go on when a node dies.
+func TestGroup(t *testing.T) {
+	o := startOrigin(t)
+	var lns []net.Listener
+	var urls []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		urls = append(urls, "http://"+ln.Addr().String())
+	}
+	var nodes []*node
+	for i, ln := range lns {
+		nodes = append(nodes, serveCache(t, cache.Config{BlockSize: block, Group: urls, Self: urls[i]}, o.ep, ln))
+	}
+	files := map[string][]byte{}
+	var total int64
+	for i := range 12 {
+		name := fmt.Sprintf("/g/f%d", i)
+		files[name] = random(3*block+i, uint64(100+i))
+		total += int64(len(files[name]))
+		o.write(t, name[1:], files[name])
+	}
+	sent := o.sent(t)
+	var wg sync.WaitGroup
+	for c := range 9 {
+		wg.Go(func() {
+			for name, data := range files {
+				resp, err := http.Get(nodes[c%3].URL + name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || !bytes.Equal(b, data) {
+					t.Errorf("client %d %s: %d bytes, err %v", c, name, len(b), err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if d := o.sentSince(t, sent); d != total {
+		t.Errorf("origin sent %d bytes for 9 clients through 3 nodes, want each file once (%d)", d, total)
+	}
+	nodes[1].stop()
+	for name, data := range files {
+		for _, i := range []int{0, 2} {
+			resp, b := get(t, nodes[i].URL+name)
+			if resp.StatusCode != 200 || !bytes.Equal(b, data) {
+				t.Fatalf("after a node died, %s via node %d = %d", name, i, resp.StatusCode)
+			}
+		}
+	}
+}
+
+// The cache is ready for a context's end: Close stops fills in flight.
+func TestCloseStopsFills(t *testing.T) {
+	o := startOrigin(t)
+	o.write(t, "f", random(20*block, 11))
+	n := startCache(t, cache.Config{BlockSize: block}, o.ep)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/f", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		resp.Body.Read(make([]byte, 10))
+		resp.Body.Close()
+	}
+	cancel()
+	done := make(chan struct{})
+	go func() { n.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+}

@@ -1,0 +1,343 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+var (
+	// errBypass: the block cannot be filled now (every fill slot taken,
+	// or the disk refused the write); the reader streams from the origin.
+	errBypass = errors.New("cache: disk busy: bypass")
+	// errFillFailed: the origin read filling a block failed, and retries
+	// did not help.
+	errFillFailed = errors.New("cache: fill failed")
+)
+
+// fillRetries is how many times a fill reopens the origin at the offset
+// reached before it gives up (an origin given as one URL; the federation
+// fails over to another replica by itself).
+const fillRetries = 3
+
+// await returns once block i of f's epoch is on disk, starting the fills
+// it needs: the blocks of the reader's window that are neither there nor
+// being fetched, one origin read per run of adjacent missing blocks (at
+// most maxRun long), reaching ahead to ahead (the last block the reader
+// wants, plus the prefetch of a sequential reader). It returns errBypass
+// when the block cannot be filled now, errChanged when the epoch is gone.
+func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64) error {
+	for attempt := 0; ; attempt++ {
+		f.mu.Lock()
+		if f.epoch != epoch || f.gone {
+			f.mu.Unlock()
+			return errChanged
+		}
+		if f.have[i] {
+			f.mu.Unlock()
+			return nil
+		}
+		if attempt > 0 && errors.Is(f.fillErr, errBypass) {
+			f.mu.Unlock()
+			return errBypass
+		}
+		if attempt > fillRetries {
+			err := f.fillErr
+			f.mu.Unlock()
+			return fmt.Errorf("%w: block %d of %s: %w", errFillFailed, i, f.path, err)
+		}
+		c.startRunsLocked(f, i, min(ahead, f.hdr.blocks()-1))
+		ch := f.filling[i]
+		f.mu.Unlock()
+		if ch == nil {
+			return errBypass
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// startRunsLocked starts fills for the blocks from i to ahead that are
+// missing and not being fetched, within maxRun of i (a run that starts
+// there reaches maxRun further, up to ahead): the reader has the next
+// run under way while it reads this one.
+func (c *Cache) startRunsLocked(f *file, i, ahead int64) {
+	window := min(ahead, i+maxRun)
+	for b := i; b <= window; b++ {
+		if f.have[b] || f.filling[b] != nil {
+			continue
+		}
+		last := b
+		for last+1 <= ahead && last+1-b < maxRun && !f.have[last+1] && f.filling[last+1] == nil {
+			last++
+		}
+		select {
+		case c.fills <- struct{}{}:
+		default:
+			c.m.fillsRefused.Inc()
+			return // every slot taken: the reader of block i bypasses
+		}
+		d, err := os.OpenFile(f.dataPath(), os.O_WRONLY, 0)
+		if err != nil {
+			<-c.fills
+			c.log.Warn("cache: cannot open a data file to fill it", "path", f.path, "err", err)
+			return
+		}
+		chans := make([]chan struct{}, last-b+1)
+		for k := range chans {
+			chans[k] = make(chan struct{})
+			f.filling[b+int64(k)] = chans[k]
+		}
+		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, chans: chans, d: d, reader: i}
+		c.wg.Go(func() { c.fill(r) })
+		b = last
+	}
+}
+
+// run is one origin read filling blocks first..last of an epoch.
+type run struct {
+	f           *file
+	epoch       uint64
+	hdr         header
+	first, last int64
+	chans       []chan struct{}
+	d           *os.File
+	reader      int64 // the block the reader that started it waits for
+}
+
+// fill reads the run's blocks from the origin, writes each to the data
+// file, records it, and wakes its waiters. Every block it does not fill
+// is released with the reason in f.fillErr.
+func (c *Cache) fill(r *run) {
+	f, hdr := r.f, r.hdr
+	next := r.first
+	var err error
+	defer func() {
+		r.d.Close()
+		<-c.fills
+		f.mu.Lock()
+		if f.epoch == r.epoch {
+			f.fillErr = err
+		}
+		for b := next; b <= r.last; b++ {
+			ch := r.chans[b-r.first]
+			if f.filling[b] == ch {
+				delete(f.filling, b)
+			}
+			close(ch)
+		}
+		complete := f.epoch == r.epoch && !f.gone && f.present == hdr.blocks() && !f.verified && !f.verifying
+		if complete {
+			f.verifying = true
+		}
+		f.mu.Unlock()
+		if complete {
+			c.wg.Go(func() { c.verify(f, r.epoch) })
+		}
+	}()
+	bp := c.bufs.Get().(*[]byte)
+	defer c.bufs.Put(bp)
+	var rc io.ReadCloser
+	defer func() {
+		if rc != nil {
+			rc.Close()
+		}
+	}()
+	for tries := 0; next <= r.last; {
+		if rc == nil {
+			off := next * hdr.Block
+			end := min(hdr.Size, (r.last+1)*hdr.Block)
+			rc, err = c.openOrigin(c.ctx, f.path, hdr, off, end-off)
+			if errors.Is(err, errChanged) {
+				c.changed(f, r.epoch)
+				return
+			}
+			if err != nil {
+				if tries++; tries > fillRetries || c.ctx.Err() != nil {
+					err = fmt.Errorf("%w: %w", errFillFailed, err)
+					return
+				}
+				sleep(c.ctx, time.Duration(tries)*100*time.Millisecond)
+				continue
+			}
+		}
+		b := (*bp)[:hdr.blockLen(next)]
+		if _, rerr := io.ReadFull(rc, b); rerr != nil {
+			rc.Close()
+			rc = nil
+			c.log.Warn("cache: origin read broke; reopening at the offset reached", "path", f.path, "offset", next*hdr.Block, "err", rerr)
+			if tries++; tries > fillRetries || c.ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w", errFillFailed, rerr)
+				return
+			}
+			continue
+		}
+		tries = 0
+		crc := crc32.Checksum(b, castagnoli)
+		if _, werr := r.d.WriteAt(b, next*hdr.Block); werr != nil {
+			c.m.diskErrors.Inc()
+			c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
+			err = fmt.Errorf("%w: %w", errBypass, werr)
+			c.wantPurge()
+			return
+		}
+		c.m.originBytes.Add(float64(len(b)))
+		f.mu.Lock()
+		added := false
+		if f.epoch == r.epoch && !f.gone && !f.have[next] {
+			if aerr := f.appendLocked(uint32(next), crc); aerr == nil {
+				f.have[next], f.crcs[next] = true, crc
+				f.present++
+				f.bytes += int64(len(b))
+				added = true
+				if next != r.reader && next > r.reader {
+					f.prefetched[next] = true
+				}
+			}
+		}
+		ch := r.chans[next-r.first]
+		if f.filling[next] == ch {
+			delete(f.filling, next)
+		}
+		f.mu.Unlock()
+		close(ch)
+		if added {
+			c.account(int64(len(b)), 0)
+		}
+		next++
+	}
+}
+
+// openOrigin opens n bytes of p at off on the origin and checks that the
+// reader is of the version hdr describes; errChanged when not.
+func (c *Cache) openOrigin(ctx context.Context, p string, hdr header, off, n int64) (io.ReadCloser, error) {
+	rc, err := c.origin.Open(ctx, p, off, n)
+	if err != nil {
+		if endpoint.Class(err) == endpoint.ErrNotFound {
+			return nil, fmt.Errorf("%w: %w", errChanged, err)
+		}
+		return nil, err
+	}
+	if ver, ok := endpoint.VersionOf(rc); ok {
+		if !endpoint.SameVersion(hdr.version(), ver) {
+			rc.Close()
+			return nil, fmt.Errorf("%w: cached as %s, origin now %s", errChanged, describe(hdr.version()), describe(ver))
+		}
+	}
+	return rc, nil
+}
+
+// changed handles an origin file found changed by a fill: the blocks of
+// the epoch are dropped, and the next request looks the file up again.
+func (c *Cache) changed(f *file, epoch uint64) {
+	f.mu.Lock()
+	same := f.epoch == epoch
+	f.mu.Unlock()
+	if same {
+		c.m.changed.Inc()
+		c.drop(f)
+	}
+}
+
+// verify checks a complete file against the origin's adler32, reading it
+// back block by block (each block's CRC-32C too). A mismatch drops the
+// file: it was filled from bytes the origin does not vouch for.
+func (c *Cache) verify(f *file, epoch uint64) {
+	defer func() {
+		f.mu.Lock()
+		f.verifying = false
+		f.mu.Unlock()
+	}()
+	f.mu.Lock()
+	hdr, crcs := f.hdr, append([]uint32(nil), f.crcs...)
+	f.mu.Unlock()
+	want := hdr.Adler32
+	if want == "" {
+		sum, err := endpoint.Checksum(c.ctx, c.origin, f.path, httpx.Adler32)
+		if err != nil {
+			c.m.unverified.Inc()
+			return
+		}
+		want = sum
+	}
+	d, err := os.Open(f.dataPath())
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	bp := c.bufs.Get().(*[]byte)
+	defer c.bufs.Put(bp)
+	h := httpx.NewAdler32()
+	for i := range hdr.blocks() {
+		b, ok, err := readBlock(d, hdr, i, crcs[i], *bp)
+		if err != nil || c.ctx.Err() != nil {
+			return
+		}
+		if !ok {
+			c.corrupt(f, epoch, i)
+			return // the next reader fetches it again; verify runs again then
+		}
+		h.Write(b)
+	}
+	got := fmt.Sprintf("%08x", h.Sum32())
+	f.mu.Lock()
+	same := f.epoch == epoch && !f.gone
+	f.mu.Unlock()
+	if !same {
+		return
+	}
+	if got != want {
+		c.m.sumMismatches.Inc()
+		c.log.Error("cache: a complete file does not match the origin's adler32; dropping it", "path", f.path, "cached", got, "origin", want)
+		c.drop(f)
+		return
+	}
+	f.mu.Lock()
+	if f.epoch == epoch && !f.gone && f.appendLocked(recVerified, 0) == nil {
+		f.verified = true
+	}
+	f.mu.Unlock()
+	c.m.verified.Inc()
+}
+
+// corrupt forgets block i of the epoch: its bytes on disk do not match
+// their CRC-32C. The next reader fetches it again.
+func (c *Cache) corrupt(f *file, epoch uint64, i int64) {
+	c.m.corruptBlocks.Inc()
+	c.log.Error("cache: a block on disk does not match its checksum; fetching it again", "path", f.path, "block", i)
+	f.mu.Lock()
+	n := int64(0)
+	if f.epoch == epoch && !f.gone && f.have[i] {
+		f.have[i] = false
+		f.present--
+		n = f.hdr.blockLen(i)
+		f.bytes -= n
+		f.verified = false
+	}
+	f.mu.Unlock()
+	if c.ram != nil {
+		c.ram.forget(f.key, epoch, i)
+	}
+	if n > 0 {
+		c.account(-n, 0)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,594 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// Handler serves the cache on a listener of its own: the files (GET and
+// HEAD of the origin's paths, with Range and multi-range), the cache's
+// API under /api/cache/ and its metrics at /metrics.
+func (c *Cache) Handler() http.Handler {
+	api := c.APIHandler()
+	files := c.FileHandler()
+	metrics := c.MetricsHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == "/metrics":
+			metrics.ServeHTTP(w, r)
+		case p == "/api/cache" || strings.HasPrefix(p, "/api/cache/"):
+			api.ServeHTTP(w, r)
+		default:
+			files.ServeHTTP(w, r)
+		}
+	})
+}
+
+// APIHandler serves /api/cache (usage and group), /api/cache/files (the
+// access pattern of every file) and /api/cache/health.
+func (c *Cache) APIHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/cache/health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /api/cache/files", func(w http.ResponseWriter, r *http.Request) {
+		files := c.Files()
+		if p := r.URL.Query().Get("path"); p != "" {
+			var one []FilePattern
+			for _, f := range files {
+				if f.Path == p {
+					one = append(one, f)
+				}
+			}
+			files = one
+		}
+		writeJSON(w, files)
+	})
+	mux.HandleFunc("GET /api/cache", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, c.Status())
+	})
+	return mux
+}
+
+// Status is what /api/cache shows.
+type Status struct {
+	Origin    string        `json:"origin"`
+	Usage     Usage         `json:"usage"`
+	BlockSize int64         `json:"block_size_bytes"`
+	Group     []GroupMember `json:"group,omitempty"`
+}
+
+// Status reports the cache's usage and group.
+func (c *Cache) Status() Status {
+	st := Status{Origin: c.origin.Name(), Usage: c.usage(), BlockSize: c.cfg.BlockSize}
+	if c.group != nil {
+		st.Group = c.group.status()
+	}
+	return st
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// FileHandler serves GET and HEAD of the origin's paths through the
+// cache; other methods get 405.
+func (c *Cache) FileHandler() http.Handler { return http.HandlerFunc(c.serveFile) }
+
+const allow = "OPTIONS, GET, HEAD"
+
+func (c *Cache) serveFile(w http.ResponseWriter, r *http.Request) {
+	p, err := httpx.CleanPath(r.URL.Path)
+	if err != nil {
+		httpx.WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodOptions:
+		w.Header().Set("Allow", allow)
+		w.WriteHeader(http.StatusOK)
+		return
+	default:
+		w.Header().Set("Allow", allow)
+		httpx.WriteError(w, http.StatusMethodNotAllowed, "lakefed cache: method "+r.Method+" not allowed: the cache serves reads")
+		return
+	}
+	if c.group != nil && r.Header.Get(HopHeader) == "" {
+		if o := c.group.owner(p); !o.self && c.fromPeer(w, r, o) {
+			return
+		}
+	}
+	noCache, onlyIfCached := cacheControl(r.Header)
+	for attempt := 0; attempt < 3; attempt++ {
+		f := c.get(p)
+		if err := c.revalidate(r.Context(), f, noCache && attempt == 0); err != nil {
+			if errors.Is(err, errChanged) {
+				continue
+			}
+			f.mu.Lock()
+			known := f.known
+			f.mu.Unlock()
+			if !known {
+				c.drop(f) // nothing on disk: keep no entry for a path that failed
+			}
+			c.writeErr(w, r, p, err)
+			return
+		}
+		f.mu.Lock()
+		if f.gone {
+			f.mu.Unlock()
+			continue
+		}
+		f.pins++
+		f.lastUse = time.Now()
+		hdr, epoch := f.hdr, f.epoch
+		d, derr := os.Open(f.dataPath())
+		f.mu.Unlock()
+		if derr != nil {
+			c.unpin(f)
+			c.drop(f)
+			continue
+		}
+		err := c.answer(w, r, f, d, hdr, epoch, onlyIfCached)
+		d.Close()
+		c.unpin(f)
+		if !errors.Is(err, errChanged) {
+			return
+		}
+	}
+	httpx.WriteError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed cache: %s: the origin file keeps changing", p))
+}
+
+func (c *Cache) unpin(f *file) {
+	f.mu.Lock()
+	f.pins--
+	f.lastUse = time.Now()
+	f.mu.Unlock()
+}
+
+// cacheControl reads the request directives the cache obeys (RFC 9111
+// §5.2.1): no-cache (ask the origin whether the file changed first) and
+// only-if-cached (504 unless every byte asked for is on disk).
+func cacheControl(h http.Header) (noCache, onlyIfCached bool) {
+	for _, v := range h.Values("Cache-Control") {
+		for d := range strings.SplitSeq(v, ",") {
+			switch strings.ToLower(strings.TrimSpace(d)) {
+			case "no-cache":
+				noCache = true
+			case "only-if-cached":
+				onlyIfCached = true
+			}
+		}
+	}
+	if h.Get("Pragma") == "no-cache" && len(h.Values("Cache-Control")) == 0 {
+		noCache = true // RFC 9111 §5.4
+	}
+	return noCache, onlyIfCached
+}
+
+// writeErr answers a failure before any byte was sent, with the
+// federation's rule: 404 only when the origin said the file is not there,
+// 503 with Retry-After when it could not say.
+func (c *Cache) writeErr(w http.ResponseWriter, r *http.Request, p string, err error) {
+	switch {
+	case errors.Is(err, errIsDir):
+		httpx.WriteError(w, http.StatusForbidden, fmt.Sprintf("lakefed cache: %s is a directory: the cache serves files", p))
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// the client went away
+	default:
+		code := endpoint.HTTPStatus(err)
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", strconv.Itoa(int(c.cfg.RetryAfter.Seconds())))
+		}
+		httpx.WriteError(w, code, fmt.Sprintf("lakefed cache: %s: %v", p, err))
+	}
+}
+
+// entityTag is the ETag the cache sends for a version: the origin's, so
+// that conditionals mean the same at the cache and at the origin, else
+// one made of the size and the modification time.
+func entityTag(hdr header) string {
+	if hdr.ETag != "" {
+		return `"` + hdr.ETag + `"`
+	}
+	return fmt.Sprintf(`"%x-%x"`, hdr.Size, hdr.ModTime)
+}
+
+// answer serves one request from f's epoch. It returns errChanged, having
+// written nothing, when the file changed before the first byte; after it,
+// a failure aborts the response (the client must see a broken transfer,
+// never a short body that looks whole).
+func (c *Cache) answer(w http.ResponseWriter, r *http.Request, f *file, d *os.File, hdr header, epoch uint64, onlyIfCached bool) error {
+	h := w.Header()
+	size := hdr.Size
+	etag := entityTag(hdr)
+	var mtime time.Time
+	if hdr.ModTime != 0 {
+		mtime = time.Unix(0, hdr.ModTime)
+		h.Set("Last-Modified", mtime.UTC().Format(http.TimeFormat))
+	}
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("Etag", etag)
+	if code := httpx.CheckPreconditions(r.Header, r.Method, etag, mtime, true); code != 0 {
+		if code == http.StatusNotModified {
+			w.WriteHeader(code)
+		} else {
+			httpx.WriteError(w, code, "lakefed cache: precondition failed")
+		}
+		return nil
+	}
+	ranges, err := httpx.ParseRange(r.Header.Get("Range"), size)
+	switch {
+	case errors.Is(err, httpx.ErrUnsatisfiable):
+		h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
+		httpx.WriteError(w, http.StatusRequestedRangeNotSatisfiable, "range not satisfiable")
+		return nil
+	case err != nil:
+		ranges = nil // a malformed Range is ignored (RFC 9110 §14.2)
+	}
+	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !ifRangeMatches(ir, etag, h.Get("Last-Modified")) {
+		ranges = nil
+	}
+	whole := len(ranges) == 0
+	if whole {
+		ranges = []httpx.Range{{Start: 0, Length: size}}
+	}
+	if onlyIfCached && !c.allCached(f, epoch, ranges) {
+		httpx.WriteError(w, http.StatusGatewayTimeout, "lakefed cache: not all of the bytes asked for are cached (only-if-cached)")
+		return nil
+	}
+	if r.Method == http.MethodHead {
+		if wd := r.Header.Values("Want-Digest"); len(wd) > 0 && hdr.Adler32 != "" {
+			if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
+				if dg := httpx.FormatDigest(map[string]string{httpx.Adler32: hdr.Adler32}, algos...); dg != "" {
+					h.Set("Digest", dg)
+				}
+			}
+		}
+		h.Set("Content-Length", strconv.FormatInt(size, 10))
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	seq := c.record(f, ranges)
+	rd := &rangeReader{c: c, f: f, d: d, hdr: hdr, epoch: epoch, ctx: r.Context(), seq: seq}
+	defer rd.close()
+	// The status waits for the first bytes: they confirm (Versioned)
+	// that the origin still has the version described, before a 200
+	// promises its length.
+	if size > 0 {
+		if err := rd.prepare(ranges[0]); err != nil {
+			if errors.Is(err, errChanged) {
+				return errChanged
+			}
+			c.writeErr(w, r, f.path, err)
+			return nil
+		}
+	}
+	switch {
+	case whole:
+		if wd := r.Header.Values("Want-Digest"); len(wd) > 0 && hdr.Adler32 != "" {
+			if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
+				if dg := httpx.FormatDigest(map[string]string{httpx.Adler32: hdr.Adler32}, algos...); dg != "" {
+					h.Set("Digest", dg)
+				}
+			}
+		}
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Length", strconv.FormatInt(size, 10))
+		w.WriteHeader(http.StatusOK)
+		if size > 0 && rd.copy(w, ranges[0]) != nil {
+			panic(http.ErrAbortHandler)
+		}
+	case len(ranges) == 1:
+		rg := ranges[0]
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Range", rg.ContentRange(size))
+		h.Set("Content-Length", strconv.FormatInt(rg.Length, 10))
+		w.WriteHeader(http.StatusPartialContent)
+		if rd.copy(w, rg) != nil {
+			panic(http.ErrAbortHandler)
+		}
+	default:
+		mw := multipart.NewWriter(w)
+		h.Set("Content-Type", "multipart/byteranges; boundary="+mw.Boundary())
+		w.WriteHeader(http.StatusPartialContent)
+		for _, rg := range ranges {
+			pw, err := mw.CreatePart(textproto.MIMEHeader{
+				"Content-Type":  {"application/octet-stream"},
+				"Content-Range": {rg.ContentRange(size)},
+			})
+			if err != nil || rd.copy(pw, rg) != nil {
+				panic(http.ErrAbortHandler)
+			}
+		}
+		_ = mw.Close()
+	}
+	return nil
+}
+
+// ifRangeMatches evaluates If-Range against the version served: an
+// entity tag by strong comparison, or a date equal to Last-Modified
+// (RFC 9110 §13.1.5).
+func ifRangeMatches(ir, etag, lastMod string) bool {
+	if strings.HasPrefix(ir, `"`) || strings.HasPrefix(ir, "W/") {
+		return !strings.HasPrefix(ir, "W/") && ir == etag
+	}
+	return lastMod != "" && ir == lastMod
+}
+
+// record adds a request's ranges to the file's access pattern and
+// reports whether the reader reads sequentially (it starts where its
+// last read ended), which earns it a prefetch.
+func (c *Cache) record(f *file, ranges []httpx.Range) bool {
+	starts := make([]int64, len(ranges))
+	lengths := make([]int64, len(ranges))
+	for i, rg := range ranges {
+		starts[i], lengths[i] = rg.Start, rg.Length
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seq := f.pattern.reads > 0 && ranges[0].Start == f.pattern.lastEnd && ranges[0].Start > 0
+	f.pattern.add(time.Now(), starts, lengths, c.randN)
+	return seq
+}
+
+// allCached reports whether every block of ranges is on disk.
+func (c *Cache) allCached(f *file, epoch uint64, ranges []httpx.Range) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.epoch != epoch {
+		return false
+	}
+	for _, rg := range ranges {
+		if rg.Length == 0 {
+			continue
+		}
+		for i := rg.Start / f.hdr.Block; i <= (rg.Start+rg.Length-1)/f.hdr.Block; i++ {
+			if !f.have[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// rangeReader copies ranges of one epoch of a file to a client: blocks
+// from RAM or disk, checked, and fetched first when missing; or, under
+// back pressure, the rest of a range straight from the origin.
+type rangeReader struct {
+	c     *Cache
+	f     *file
+	d     *os.File
+	hdr   header
+	epoch uint64
+	ctx   context.Context
+	seq   bool
+	bp    *[]byte
+	// origin is the uncached stream of a bypassed range, and its offset.
+	origin    io.ReadCloser
+	originOff int64
+}
+
+func (rd *rangeReader) close() {
+	if rd.bp != nil {
+		rd.c.bufs.Put(rd.bp)
+	}
+	if rd.origin != nil {
+		rd.origin.Close()
+	}
+}
+
+// ahead is the last block to fetch for a read ending with block last.
+func (rd *rangeReader) ahead(last int64) int64 {
+	if rd.seq && rd.c.cfg.PrefetchBlocks > 0 {
+		return last + int64(rd.c.cfg.PrefetchBlocks)
+	}
+	return last
+}
+
+// prepare makes the first block of rg ready (on disk, or an origin stream
+// open at its start), so that the status can be sent.
+func (rd *rangeReader) prepare(rg httpx.Range) error {
+	if rg.Length == 0 {
+		return nil
+	}
+	bs := rd.hdr.Block
+	i := rg.Start / bs
+	_, err := rd.await(i, (rg.Start+rg.Length-1)/bs)
+	if errors.Is(err, errBypass) {
+		return rd.openOrigin(rg.Start, rg.Start+rg.Length)
+	}
+	return err
+}
+
+func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
+	f := rd.f
+	f.mu.Lock()
+	have := f.epoch == rd.epoch && f.have[i]
+	f.mu.Unlock()
+	if have {
+		return false, nil
+	}
+	return true, rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last))
+}
+
+func (rd *rangeReader) openOrigin(off, end int64) error {
+	if rd.origin != nil && rd.originOff == off {
+		return nil
+	}
+	if rd.origin != nil {
+		rd.origin.Close()
+		rd.origin = nil
+	}
+	rc, err := rd.c.openOrigin(rd.ctx, rd.f.path, rd.hdr, off, end-off)
+	if err != nil {
+		if errors.Is(err, errChanged) {
+			rd.c.changed(rd.f, rd.epoch)
+		}
+		return err
+	}
+	rd.origin, rd.originOff = rc, off
+	return nil
+}
+
+// maxCorrupt bounds how often one request finds a block corrupt before it
+// gives up (a disk returning garbage for every read).
+const maxCorrupt = 3
+
+// copy writes rg to w.
+func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
+	c, f, hdr := rd.c, rd.f, rd.hdr
+	bs := hdr.Block
+	off, end := rg.Start, rg.Start+rg.Length
+	last := (end - 1) / bs
+	corrupt := 0
+	for off < end {
+		if rd.origin != nil {
+			return rd.bypass(w, off, end)
+		}
+		i := off / bs
+		waited, err := rd.await(i, last)
+		if errors.Is(err, errBypass) {
+			return rd.bypass(w, off, end)
+		}
+		if err != nil {
+			return err
+		}
+		b, err := rd.block(i, off == i*bs && end >= (i+1)*bs)
+		if errors.Is(err, errCorrupt) {
+			if corrupt++; corrupt > maxCorrupt {
+				return err
+			}
+			continue // fetched again by the next await
+		}
+		if err != nil {
+			return err
+		}
+		lo, hi := off-i*bs, min(end-i*bs, int64(len(b)))
+		if _, err := w.Write(b[lo:hi]); err != nil {
+			return err
+		}
+		n := float64(hi - lo)
+		if waited {
+			c.m.missBytes.Add(n)
+		} else {
+			c.m.hitBytes.Add(n)
+		}
+		f.mu.Lock()
+		if f.epoch == rd.epoch && f.prefetched[i] {
+			delete(f.prefetched, i)
+			c.m.prefetchUsed.Add(float64(hdr.blockLen(i)))
+		}
+		f.mu.Unlock()
+		off = i*bs + hi
+	}
+	return nil
+}
+
+var errCorrupt = errors.New("cache: block corrupt on disk")
+
+// block returns block i of the epoch, checked: from RAM, else read from
+// disk and its CRC-32C compared with the one recorded when it was
+// filled. A mismatch forgets the block and returns errCorrupt. whole
+// says the reader takes the whole block (a stream): such blocks are not
+// kept in RAM, which is for the small reads that come back.
+func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
+	c, f := rd.c, rd.f
+	if c.ram != nil {
+		if b := c.ram.get(f.key, rd.epoch, i); b != nil {
+			return b, nil
+		}
+	}
+	f.mu.Lock()
+	if f.epoch != rd.epoch || f.gone {
+		f.mu.Unlock()
+		return nil, errChanged
+	}
+	if !f.have[i] {
+		f.mu.Unlock()
+		return nil, errCorrupt // forgotten meanwhile: await again
+	}
+	crc := f.crcs[i]
+	f.mu.Unlock()
+	if rd.bp == nil {
+		rd.bp = c.bufs.Get().(*[]byte)
+	}
+	b, ok, err := readBlock(rd.d, rd.hdr, i, crc, *rd.bp)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		c.corrupt(f, rd.epoch, i)
+		return nil, errCorrupt
+	}
+	if c.ram != nil && !whole {
+		c.ram.put(f.key, rd.epoch, i, b)
+	}
+	return b, nil
+}
+
+// bypass streams [off, end) of the file from the origin, uncached: the
+// disk could not take more fills. The origin's reader must say it is of
+// the same version.
+func (rd *rangeReader) bypass(w io.Writer, off, end int64) error {
+	if err := rd.openOrigin(off, end); err != nil {
+		return err
+	}
+	n, err := io.CopyN(w, rd.origin, end-off)
+	rd.c.m.bypassBytes.Add(float64(n))
+	rd.origin.Close()
+	rd.origin = nil
+	return err
+}
+
+// fromPeer answers r by reading from the group member that owns the
+// path. It returns false, having written nothing, when the owner cannot
+// be reached: it is marked down, and this node serves the path itself.
+func (c *Cache) fromPeer(w http.ResponseWriter, r *http.Request, o *member) bool {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, o.url+r.URL.RequestURI(), nil)
+	if err != nil {
+		return false
+	}
+	for _, k := range []string{"Range", "If-Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "Cache-Control", "Want-Digest"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			req.Header[k] = v
+		}
+	}
+	req.Header.Set(HopHeader, "1")
+	resp, err := c.group.client.Do(req)
+	if err != nil {
+		if r.Context().Err() == nil {
+			c.group.mark(o, false)
+		}
+		return false
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	n, err := io.Copy(w, resp.Body)
+	c.m.peerBytes.Add(float64(n))
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	return true
+}
