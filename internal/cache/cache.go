@@ -289,13 +289,6 @@ func (c *Cache) list() []*file {
 	return fs
 }
 
-// lookup returns the file entry of p, or nil.
-func (c *Cache) lookup(p string) *file {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.files[p]
-}
-
 // errChanged: the origin's file is not the version the blocks are of.
 var errChanged = errors.New("cache: the origin file changed")
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/davxml"
 )
 
 // Handler serves the cache on a listener of its own: the files (GET and
@@ -92,7 +93,38 @@ func writeJSON(w http.ResponseWriter, v any) {
 // cache; other methods get 405.
 func (c *Cache) FileHandler() http.Handler { return http.HandlerFunc(c.serveFile) }
 
-const allow = "OPTIONS, GET, HEAD"
+const allow = "OPTIONS, GET, HEAD, PROPFIND"
+
+// servePropfind answers PROPFIND Depth 0 and 1 from the origin, so that
+// clients that list or stat with WebDAV (lakefed ls, rclone, gfal-ls)
+// work against the cache as against the origin. Listings are not
+// cached: they are small, and a cached one would be stale.
+func (c *Cache) servePropfind(w http.ResponseWriter, r *http.Request, p string) {
+	depth := r.Header.Get("Depth")
+	if depth != "0" && depth != "1" {
+		davxml.WriteFiniteDepth(w)
+		return
+	}
+	self, err := c.origin.Stat(r.Context(), p)
+	if err != nil {
+		c.writeErr(w, r, p, err)
+		return
+	}
+	var b strings.Builder
+	b.WriteString(davxml.MultistatusOpen)
+	davxml.AppendResponse(&b, p, self)
+	if depth == "1" && self.IsDir {
+		items, err := c.origin.List(r.Context(), p)
+		if err != nil {
+			c.writeErr(w, r, p, err)
+			return
+		}
+		for _, it := range items {
+			davxml.AppendResponse(&b, davxml.JoinName(p, it.Name), it)
+		}
+	}
+	davxml.WriteMultistatus(w, &b)
+}
 
 func (c *Cache) serveFile(w http.ResponseWriter, r *http.Request) {
 	p, err := httpx.CleanPath(r.URL.Path)
@@ -102,6 +134,9 @@ func (c *Cache) serveFile(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
+	case "PROPFIND":
+		c.servePropfind(w, r, p)
+		return
 	case http.MethodOptions:
 		w.Header().Set("Allow", allow)
 		w.WriteHeader(http.StatusOK)

@@ -50,6 +50,8 @@ type Config struct {
 	// Tests configures the scheduled functional tests of every federated
 	// endpoint (tests.go). Nil: no scheduled tests.
 	Tests *Tests `yaml:"tests"`
+	// Cache runs a read-through block cache (cache.go). Nil: none.
+	Cache *Cache `yaml:"cache"`
 
 	// lines maps field paths to lines of the file, for error messages.
 	lines map[string]int
@@ -523,8 +525,8 @@ func (v *validator) line(path string) int {
 // expects SetDefaults to have run.
 func (c *Config) Validate() error {
 	v := &validator{lines: c.lines}
-	if len(c.Storage) == 0 && c.Federation == nil {
-		v.errorf("", "no role configured: give a storage list or a federation section")
+	if len(c.Storage) == 0 && c.Federation == nil && c.Cache == nil {
+		v.errorf("", "no role configured: give a storage list, a federation section or a cache section")
 	}
 	listens := map[string]string{}
 	checkListen := func(path, addr string) {
@@ -558,6 +560,10 @@ func (c *Config) Validate() error {
 		c.Federation.validate(v, "federation")
 	}
 	c.Tests.validate(v, "tests", c.Federation != nil)
+	if c.Cache != nil && c.Cache.Listen != "" {
+		checkListen("cache.listen", c.Cache.Listen)
+	}
+	c.Cache.validate(v, "cache", c.Federation != nil)
 	return errors.Join(v.errs...)
 }
 

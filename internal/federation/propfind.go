@@ -2,17 +2,15 @@ package federation
 
 import (
 	"context"
-	"encoding/xml"
 	"net/http"
-	"net/url"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx/davxml"
 	"github.com/lakefed/lakefed/internal/httpx"
 )
 
@@ -148,9 +146,7 @@ func (f *Federator) servePropfind(rq *request) {
 	w, r, s, p, hops := rq.w, rq.r, rq.s, rq.p, rq.hops
 	depth := r.Header.Get("Depth")
 	if depth != "0" && depth != "1" {
-		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write([]byte(xml.Header + `<D:error xmlns:D="DAV:"><D:propfind-finite-depth/></D:error>` + "\n"))
+		davxml.WriteFiniteDepth(w)
 		return
 	}
 	e := f.lookup(r.Context(), s, p, hops)
@@ -163,9 +159,8 @@ func (f *Federator) servePropfind(rq *request) {
 		self.ETag = e.replicas[0].info.ETag
 	}
 	var b strings.Builder
-	b.WriteString(xml.Header)
-	b.WriteString(`<D:multistatus xmlns:D="DAV:">` + "\n")
-	writeResponse(&b, p, self)
+	b.WriteString(davxml.MultistatusOpen)
+	davxml.AppendResponse(&b, p, self)
 	if depth == "1" && e.isDir {
 		l := f.list(r.Context(), s, p, hops)
 		if l.status != http.StatusOK {
@@ -173,55 +168,9 @@ func (f *Federator) servePropfind(rq *request) {
 			return
 		}
 		for _, it := range l.items {
-			writeResponse(&b, joinName(p, it.Name), it)
+			davxml.AppendResponse(&b, davxml.JoinName(p, it.Name), it)
 		}
 	}
-	b.WriteString("</D:multistatus>\n")
-	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
-	w.WriteHeader(http.StatusMultiStatus)
-	_, _ = w.Write([]byte(b.String()))
+	davxml.WriteMultistatus(w, &b)
 }
 
-func joinName(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
-}
-
-// writeResponse writes one <D:response> for the logical path p.
-func writeResponse(b *strings.Builder, p string, it endpoint.Info) {
-	href := (&url.URL{Path: p}).EscapedPath()
-	if it.IsDir && !strings.HasSuffix(href, "/") {
-		href += "/"
-	}
-	b.WriteString("<D:response><D:href>")
-	_ = xml.EscapeText(b, []byte(href))
-	b.WriteString("</D:href><D:propstat><D:prop>")
-	name := it.Name
-	if name == "" {
-		name = path.Base(p)
-	}
-	b.WriteString("<D:displayname>")
-	_ = xml.EscapeText(b, []byte(name))
-	b.WriteString("</D:displayname>")
-	if it.IsDir {
-		b.WriteString("<D:resourcetype><D:collection/></D:resourcetype>")
-	} else {
-		b.WriteString("<D:resourcetype/><D:getcontentlength>")
-		b.WriteString(strconv.FormatInt(it.Size, 10))
-		b.WriteString("</D:getcontentlength><D:getcontenttype>application/octet-stream</D:getcontenttype>")
-	}
-	if !it.ModTime.IsZero() {
-		b.WriteString("<D:getlastmodified>")
-		b.WriteString(it.ModTime.UTC().Format(http.TimeFormat))
-		b.WriteString("</D:getlastmodified>")
-	}
-	if it.ETag != "" {
-		b.WriteString("<D:getetag>")
-		_ = xml.EscapeText(b, []byte(`"`+it.ETag+`"`))
-		b.WriteString("</D:getetag>")
-	}
-	b.WriteString("</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>\n")
-}

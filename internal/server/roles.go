@@ -35,13 +35,13 @@ func (s *Server) plan() []role {
 		rs = append(rs, &storageRole{index: i})
 	}
 	if s.cfg.Federation != nil {
-		rs = append(rs,
-			&resultsRole{},
-			&federatorRole{},
-			&siteTestsRole{},
-			&dashboardRole{},
-			&frontRole{},
-		)
+		rs = append(rs, &resultsRole{}, &federatorRole{})
+	}
+	if s.cfg.Cache != nil {
+		rs = append(rs, &cacheRole{}) // before the front, which may route reads to it
+	}
+	if s.cfg.Federation != nil {
+		rs = append(rs, &siteTestsRole{}, &dashboardRole{}, &frontRole{})
 	}
 	return rs
 }
@@ -184,7 +184,11 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 	if s.dash != nil {
 		ui = s.dash
 	}
-	r.hs = s.newHTTPServer(web.Front(s.fed.Handler(), ui))
+	ns := s.fed.Handler()
+	if s.cache != nil && s.cfg.Cache.Listen == "" {
+		ns = withCache(ns, s.cache, s.fed.Registry())
+	}
+	r.hs = s.newHTTPServer(web.Front(ns, ui))
 	r.done = make(chan struct{})
 	s.front = ln.Addr()
 	fmt.Fprintf(s.out, "federator http://%s/ over %d endpoints, dashboard http://%s/ui/\n", ln.Addr(),

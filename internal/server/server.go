@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/cache"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/results"
@@ -97,12 +98,14 @@ type Server struct {
 
 	// Set by the roles as they start; read by the roles after them and
 	// by the accessors.
-	sites []*Site
-	fed   *federation.Federator
-	store *results.Store
-	tests *sitetest.Scheduler
-	dash  *web.Dashboard
-	front net.Addr
+	sites     []*Site
+	fed       *federation.Federator
+	store     *results.Store
+	tests     *sitetest.Scheduler
+	dash      *web.Dashboard
+	front     net.Addr
+	cache     *cache.Cache
+	cacheAddr net.Addr // the cache's own listener, nil when it shares the front
 
 	closeOnce sync.Once
 	closeErr  error
@@ -202,6 +205,21 @@ func (s *Server) FederatorURL() string {
 		return ""
 	}
 	return "http://" + s.front.String()
+}
+
+// Cache is the running cache, nil without a cache section.
+func (s *Server) Cache() *cache.Cache { return s.cache }
+
+// CacheURL is the cache's base URL without a trailing slash: its own
+// listener's, else the federator's when it shares it; "" without a cache.
+func (s *Server) CacheURL() string {
+	switch {
+	case s.cache == nil:
+		return ""
+	case s.cacheAddr != nil:
+		return "http://" + s.cacheAddr.String()
+	}
+	return s.FederatorURL()
 }
 
 // Sites are the storage servers, in the config's order.
