@@ -26,7 +26,13 @@ import (
 	"github.com/lakefed/lakefed/internal/storage/storagetest"
 )
 
-var quiet = slog.New(slog.DiscardHandler)
+// quiet discards the logs, unless LAKEFED_TEST_LOG=1 asks for them.
+var quiet = func() *slog.Logger {
+	if os.Getenv("LAKEFED_TEST_LOG") == "1" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}()
 
 // origin is a storage role the cache reads from, with its byte counter.
 type origin struct {
@@ -553,5 +559,73 @@ func TestCloseStopsFills(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return")
+	}
+}
+
+// gated is an origin whose reads of one path wait for a gate.
+type gated struct {
+	endpoint.Endpoint
+	path string
+	gate chan struct{}
+}
+
+func (g *gated) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+	if p == g.path {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Endpoint.Open(ctx, p, off, n)
+}
+
+// When every fill slot is taken, a reader streams from the origin
+// uncached instead of queueing, and the metrics say so.
+func TestBackPressureBypass(t *testing.T) {
+	o := startOrigin(t)
+	a, b := random(4*block, 31), random(8*block, 32)
+	o.write(t, "a", a)
+	o.write(t, "b", b)
+	g := &gated{Endpoint: o.ep, path: "/a", gate: make(chan struct{})}
+	n := startCache(t, cache.Config{BlockSize: block, MaxFills: 1, PrefetchBlocks: -1}, g)
+	done := make(chan []byte)
+	go func() {
+		_, got := get(t, n.URL+"/a") // its fill holds the one slot, waiting at the origin
+		done <- got
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for metric(t, n.URL+"/metrics", "lakefed_cache_revalidations_total") < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	resp, bb := get(t, n.URL+"/b")
+	if resp.StatusCode != 200 || !bytes.Equal(bb, b) {
+		t.Fatalf("GET b under back pressure = %d, identical %v", resp.StatusCode, bytes.Equal(bb, b))
+	}
+	if got := metric(t, n.URL+"/metrics", "lakefed_cache_bypass_bytes_total"); got != int64(len(b)) {
+		t.Errorf("bypass bytes = %d, want all of b (%d) served uncached", got, len(b))
+	}
+	close(g.gate)
+	if got := <-done; !bytes.Equal(got, a) {
+		t.Errorf("GET a = %d bytes, not the file", len(got))
+	}
+}
+
+// A file deleted at the origin is a 404 once revalidated, and its blocks
+// are gone from the disk.
+func TestDeletedAtOrigin(t *testing.T) {
+	o := startOrigin(t)
+	o.write(t, "f", random(3*block, 33))
+	n := startCache(t, cache.Config{BlockSize: block}, o.ep)
+	if resp, _ := get(t, n.URL+"/f"); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	os.Remove(filepath.Join(o.Dir, "f"))
+	if resp, _ := get(t, n.URL+"/f", "Cache-Control", "no-cache"); resp.StatusCode != 404 {
+		t.Errorf("after deletion at the origin, no-cache GET = %d, want 404", resp.StatusCode)
+	}
+	if u := n.Status().Usage; u.Bytes != 0 || u.Files != 0 {
+		t.Errorf("usage after the file went = %+v, want nothing", u)
 	}
 }

@@ -139,6 +139,10 @@ func (n *Namespace) open(ctx context.Context, p string, off, count int64, fresh 
 	if fr.changed {
 		s.invalidate(p, 0)
 	}
+	// As the proxy does before its first byte: the served replica's
+	// checksum, which a failover needs to prove another replica holds
+	// the same bytes, is asked while the replica still answers.
+	fr.waitSums(sumWait)
 	return &namespaceReader{failoverReader: fr, size: size}, nil
 }
 
