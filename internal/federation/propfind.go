@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
-	"github.com/lakefed/lakefed/internal/httpx/davxml"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/davxml"
 )
 
 // listing is a directory merged across endpoints.
@@ -173,4 +173,3 @@ func (f *Federator) servePropfind(rq *request) {
 	}
 	davxml.WriteMultistatus(w, &b)
 }
-
