@@ -32,7 +32,7 @@ var layers = []struct {
 	{"internal/transfer", 4},
 	{"internal/results", 2},
 	{"internal/config", 2},
-	{"internal/storage", 2},
+	{"internal/storage", 3}, // its third-party copy uses the one HTTP client (httpx/transport)
 	{"internal/bench", 5},
 	{"internal/federation", 5},
 	{"internal/cache", 5},  // a role beside the federator: its origin is an endpoint.Endpoint

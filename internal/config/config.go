@@ -93,6 +93,19 @@ type Storage struct {
 	// MaxListings is how many whole-directory reads (PROPFIND Depth 1,
 	// GET of a directory) may run at once. Zero: the storage default.
 	MaxListings int `yaml:"max_listings"`
+	// TPC turns on WLCG HTTP third-party copy: COPY with Source (pull)
+	// or with a Destination on another host (push). Default false: a
+	// server that fetches from any URL a client names must only do so
+	// for clients the auth rules allow.
+	TPC bool `yaml:"tpc"`
+	// TPCMarkerInterval is how often a running copy sends a performance
+	// marker. Zero: 5s.
+	TPCMarkerInterval Duration `yaml:"tpc_marker_interval"`
+	// TPCIdleTimeout fails a copy that moves no byte for this long.
+	// Zero: 60s.
+	TPCIdleTimeout Duration `yaml:"tpc_idle_timeout"`
+	// TPCCAFile is a PEM bundle of extra CAs trusted for https remotes.
+	TPCCAFile string `yaml:"tpc_ca_file"`
 }
 
 // Federation is the federator: one namespace over many endpoints.

@@ -44,6 +44,11 @@ func storageConfig(c config.Storage) storage.Config {
 		MetricsPath:    c.MetricsPath,
 		StaleUploadAge: c.StaleUploadAge.D(),
 		MaxListings:    c.MaxListings,
+
+		TPC:               c.TPC,
+		TPCMarkerInterval: c.TPCMarkerInterval.D(),
+		TPCIdleTimeout:    c.TPCIdleTimeout.D(),
+		TPCCAFile:         c.TPCCAFile,
 	}
 }
 

@@ -176,6 +176,17 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 		return 0
 	case http.MethodPut:
 		return s.servePut(w, r, p)
+	case "COPY":
+		// Third-party copy (tpc.go) before the WebDAV checks: its target
+		// may not exist yet, and its preconditions are its PUT's.
+		if remote, pull, ok := tpcRemote(r); ok {
+			if !s.cfg.TPC {
+				httpError(w, http.StatusForbidden, "third-party copy is not enabled")
+				return 0
+			}
+			s.serveTPC(w, r, p, remote, pull)
+			return 0
+		}
 	}
 	// The WebDAV layer would see an escaping symlink as missing, and some
 	// of its methods answer that with 500 or create files; refuse up front.

@@ -98,6 +98,24 @@ type Config struct {
 	// more gets 503 with Retry-After. Zero means DefaultMaxListings;
 	// negative is an error.
 	MaxListings int
+	// TPC turns on HTTP third-party copy (tpc.go): COPY with a Source
+	// URL (pull) or a Destination on another host (push). Default false:
+	// a server that fetches from and sends to any URL a client names must
+	// not do so for anyone; turn it on where the rules in front of COPY
+	// say who may, or on a trusted network. Off, such a COPY gets 403.
+	TPC bool
+	// TPCMarkerInterval is how often a running HTTP third-party copy
+	// (tpc.go) sends a performance marker. Zero means
+	// DefaultTPCMarkerInterval (5 s); negative is an error.
+	TPCMarkerInterval time.Duration
+	// TPCIdleTimeout fails a third-party copy that moves no byte for this
+	// long (twice this before its first byte), and bounds the wait for a
+	// remote's answer. Zero means DefaultTPCIdleTimeout (60 s); negative
+	// is an error.
+	TPCIdleTimeout time.Duration
+	// TPCCAFile is a PEM bundle of extra CAs to trust for the https
+	// remotes of third-party copies. Empty: the system roots.
+	TPCCAFile string
 }
 
 // Limits and timeouts of the HTTP server. They are not configurable yet:
@@ -129,6 +147,7 @@ type Server struct {
 	sums        singleflight.Group // coalesces checksum computations per file
 	paths       pathLocks          // per-path lock of conditional writes (precond.go)
 	handler     http.Handler
+	tpc         *tpcClient // HTTP third-party copy (tpc.go)
 
 	listings chan struct{} // semaphore of expensive requests, capacity MaxListings
 
@@ -192,6 +211,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		}
 	}
+	tpc, err := newTPCClient(&cfg)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	var root *os.Root
 	if cfg.Root == "" {
 		errs = append(errs, errors.New("storage: root is required"))
@@ -221,6 +244,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		janitorDone: make(chan struct{}),
 		swept:       make(chan struct{}),
 		writeChunk:  (*os.File).Write,
+		tpc:         tpc,
 	}
 	s.locks = davlock.New(lockFiles{s}, log)
 	s.openBeneath()
@@ -269,6 +293,7 @@ func (s *Server) openBeneath() {
 func (s *Server) Close() error {
 	s.stopJanitor()
 	<-s.janitorDone
+	s.tpc.close()
 	if s.rootDir != nil {
 		s.rootDir.Close()
 	}
