@@ -3,6 +3,7 @@ module github.com/lakefed/lakefed
 go 1.26.8
 
 require (
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/maxmind/mmdbwriter v1.2.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/oschwald/geoip2-golang/v2 v2.5.0

@@ -1,0 +1,295 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// ExistsFunc reports whether the clean path p exists at the server the
+// middleware guards. Middleware uses it to tell a PUT that creates from
+// one that overwrites (and the same for the Destination of COPY and
+// MOVE). It is called on the request path, so it should be a stat.
+type ExistsFunc func(ctx context.Context, p string) (bool, error)
+
+// need is one check a request must pass: any action of set on path.
+type need struct {
+	set    actionSet
+	action Action // for the refusal's reason and the metric's label
+	path   string
+}
+
+// Refusal reasons: the values of the metric's reason label.
+const (
+	reasonNoCredentials = "no_credentials"
+	reasonInvalidToken  = "invalid_token"
+	reasonInvalidCert   = "invalid_certificate"
+	reasonNotAllowed    = "not_allowed"
+	reasonBadPath       = "bad_path"
+	reasonMethod        = "method"
+)
+
+// Middleware guards next: it finds the caller (bearer token, else
+// verified client certificate, else anonymous), maps the method to the
+// actions it needs, and either refuses or calls next with the identity
+// in the request context (IdentityFrom) and the authz parameter removed
+// from the URL.
+//
+// Methods (RFC 9110, RFC 4918):
+//
+//	GET, HEAD          read
+//	PROPFIND           list; with Depth: 0 read or list (a stat, which
+//	                   gfal2 and davix do before a transfer)
+//	PUT, LOCK, UNLOCK  create when the target does not exist, modify
+//	                   when it does; without exists (nil) or when it
+//	                   fails, both create and modify
+//	PROPPATCH          modify
+//	DELETE             delete
+//	MKCOL              create
+//	COPY               read on the source, create (modify if it exists
+//	                   and Overwrite is not F) on a local Destination;
+//	                   with a Source header (HTTP-TPC pull) create or
+//	                   modify on the request path only
+//	MOVE               modify and delete on the source, create or modify
+//	                   on the Destination
+//	OPTIONS            always allowed
+//
+// Others get 405. A PUT allowed only to create is passed on with
+// "If-None-Match: *", so a file that appears between the existence check
+// and the write is not overwritten (the storage role evaluates it under
+// its per-path lock).
+//
+// Refusals: no credentials and nothing granted to anyone → 401 with
+// `WWW-Authenticate: Bearer realm="…"` (no error code, RFC 6750 §3.1);
+// an invalid token → 401 with error="invalid_token"; an invalid client
+// certificate → 401; a known caller without a grant → 403 (for a token,
+// with error="insufficient_scope"). Each refusal is logged at Info with
+// identity, path, action and reason, and counted in
+// lakefed_auth_refused_total{action,reason}.
+func (a *Authorizer) Middleware(next http.Handler, exists ExistsFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.serve(w, r, next, exists)
+	})
+}
+
+func (a *Authorizer) serve(w http.ResponseWriter, r *http.Request, next http.Handler, exists ExistsFunc) {
+	ctx := r.Context()
+	tok, offered, query, err := bearer(r)
+	var id *Identity // shared with the token cache: never written
+	switch {
+	case err != nil:
+		a.refuse(w, r, &Identity{}, "", r.URL.Path, reasonInvalidToken, err.Error())
+		return
+	case offered:
+		if id, err = a.verifyToken(ctx, tok); err != nil {
+			a.refuse(w, r, &Identity{}, "", r.URL.Path, reasonInvalidToken, strings.TrimPrefix(err.Error(), "auth: "))
+			return
+		}
+	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.trust != nil:
+		if id, err = a.certIdentity(r.TLS.PeerCertificates); err != nil {
+			a.refuse(w, r, &Identity{}, "", r.URL.Path, reasonInvalidCert, strings.TrimPrefix(err.Error(), "auth: "))
+			return
+		}
+	default:
+		id = &Identity{}
+	}
+	if r.Method == http.MethodOptions {
+		// Always allowed, "OPTIONS *" (RFC 9110 §9.3.7) included.
+		next.ServeHTTP(w, a.passOn(r, id, query, false))
+		return
+	}
+	p, err := httpx.CleanPath(r.URL.Path)
+	if err != nil {
+		a.refuse(w, r, id, "", r.URL.Path, reasonBadPath, err.Error())
+		return
+	}
+	var buf [4]need // on the stack: needs appends to it
+	needs, ok, err := a.needs(r, p, exists, buf[:0])
+	switch {
+	case err != nil:
+		a.refuse(w, r, id, "", p, reasonBadPath, err.Error())
+		return
+	case !ok:
+		a.refuse(w, r, id, "", p, reasonMethod, "method "+r.Method+" is not allowed")
+		return
+	}
+	createOnly := false
+	for _, n := range needs {
+		if !a.granted(id, n.set, n.path) {
+			reason := reasonNotAllowed
+			if id.Kind == Anonymous {
+				reason = reasonNoCredentials
+			}
+			a.refuse(w, r, id, n.action, n.path, reason, strings.TrimPrefix(a.Allow(ctx, *id, n.action, n.path).Error(), "auth: "))
+			return
+		}
+		if r.Method == http.MethodPut && n.set == setCreate && n.path == p && !a.granted(id, setModify, p) {
+			createOnly = true
+		}
+	}
+	next.ServeHTTP(w, a.passOn(r, id, query, createOnly))
+}
+
+// passOn is the request next gets: id in its context, the query without
+// authz, and "If-None-Match: *" when the caller may only create. The
+// caller's request is never changed: what is altered is copied.
+func (a *Authorizer) passOn(r *http.Request, id *Identity, query string, createOnly bool) *http.Request {
+	r2 := r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+	if query != r.URL.RawQuery {
+		u := *r.URL
+		u.RawQuery = query
+		r2.URL = &u
+		r2.RequestURI = u.RequestURI()
+	}
+	if createOnly {
+		r2.Header = r.Header.Clone()
+		r2.Header.Set("If-None-Match", "*")
+	}
+	return r2
+}
+
+// needs appends to ns the checks the request must pass; ok is false for
+// a method that has no mapping.
+func (a *Authorizer) needs(r *http.Request, p string, exists ExistsFunc, ns []need) ([]need, bool, error) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		return append(ns, need{set: setRead, action: Read, path: p}), true, nil
+	case "PROPFIND":
+		if strings.TrimSpace(r.Header.Get("Depth")) == "0" {
+			return append(ns, need{set: setRead | setList, action: List, path: p}), true, nil
+		}
+		return append(ns, need{set: setList, action: List, path: p}), true, nil
+	case "PROPPATCH":
+		return append(ns, need{set: setModify, action: Modify, path: p}), true, nil
+	case http.MethodDelete:
+		return append(ns, need{set: setDelete, action: Delete, path: p}), true, nil
+	case "MKCOL":
+		return append(ns, need{set: setCreate, action: Create, path: p}), true, nil
+	case http.MethodPut, "LOCK", "UNLOCK":
+		return a.writeNeeds(r.Context(), p, exists, true, ns), true, nil
+	case "COPY", "MOVE":
+		overwrite := !strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F")
+		switch {
+		case r.Method == "MOVE":
+			ns = append(ns, need{set: setModify, action: Modify, path: p}, need{set: setDelete, action: Delete, path: p})
+		case r.Header.Get("Source") != "":
+			// HTTP-TPC pull: the request path is the destination, the
+			// source is remote.
+			return a.writeNeeds(r.Context(), p, exists, overwrite, ns), true, nil
+		default:
+			ns = append(ns, need{set: setRead, action: Read, path: p})
+		}
+		dst, local, err := destination(r)
+		if err != nil {
+			return nil, true, err
+		}
+		if local {
+			ns = a.writeNeeds(r.Context(), dst, exists, overwrite, ns)
+		}
+		return ns, true, nil
+	}
+	return nil, false, nil
+}
+
+// writeNeeds are the checks of writing p: create if it does not exist,
+// modify if it does (only create when overwrite is false: the server
+// refuses to overwrite anyway); both when exists cannot tell.
+func (a *Authorizer) writeNeeds(ctx context.Context, p string, exists ExistsFunc, overwrite bool, ns []need) []need {
+	cr := need{set: setCreate, action: Create, path: p}
+	if !overwrite {
+		return append(ns, cr)
+	}
+	md := need{set: setModify, action: Modify, path: p}
+	if exists == nil {
+		return append(ns, cr, md)
+	}
+	ok, err := exists(ctx, p)
+	switch {
+	case err != nil:
+		a.log.DebugContext(ctx, "exists check failed", "path", p, "err", err)
+		return append(ns, cr, md)
+	case ok:
+		return append(ns, md)
+	}
+	return append(ns, cr)
+}
+
+// destination returns the clean path of a COPY or MOVE's Destination
+// (RFC 4918 §10.3) and whether it is on this server (no host, or the
+// request's host). A remote Destination is an HTTP-TPC push; the copy
+// code checks it.
+func destination(r *http.Request) (string, bool, error) {
+	d := r.Header.Get("Destination")
+	if d == "" {
+		return "", false, nil
+	}
+	u, err := url.Parse(d)
+	if err != nil {
+		return "", false, errors.New("bad Destination header")
+	}
+	if u.Host != "" && !strings.EqualFold(u.Host, r.Host) {
+		return "", false, nil
+	}
+	p, err := httpx.CleanPath(u.Path)
+	if err != nil {
+		return "", false, fmt.Errorf("destination: %v", err)
+	}
+	return p, true, nil
+}
+
+// refuse answers a refused request, logs it and counts it.
+func (a *Authorizer) refuse(w http.ResponseWriter, r *http.Request, id *Identity, action Action, p, reason, msg string) {
+	a.refused.WithLabelValues(string(action), reason).Inc()
+	a.log.InfoContext(r.Context(), "request refused", "identity", id.String(), "path", p,
+		"action", string(action), "reason", reason, "method", r.Method, "remote", r.RemoteAddr, "err", msg)
+	msg = oneLine(msg)
+	code := http.StatusForbidden
+	challenge := `Bearer realm="` + a.realm + `"`
+	switch reason {
+	case reasonNoCredentials, reasonInvalidCert:
+		code = http.StatusUnauthorized
+	case reasonInvalidToken:
+		code = http.StatusUnauthorized
+		challenge += `, error="invalid_token", error_description="` + quotable(msg) + `"`
+	case reasonNotAllowed:
+		if id.Kind == Token {
+			challenge += `, error="insufficient_scope"`
+		} else {
+			challenge = ""
+		}
+	case reasonBadPath:
+		code, challenge = http.StatusBadRequest, ""
+	case reasonMethod:
+		code, challenge = http.StatusMethodNotAllowed, ""
+	}
+	if challenge != "" {
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	httpx.WriteError(w, code, msg)
+}
+
+// oneLine keeps a reason to one line of printable text.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// quotable makes s fit an RFC 6750 error_description: printable ASCII
+// without '"' and '\'.
+func quotable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+			return '\''
+		}
+		return r
+	}, s)
+}
