@@ -139,7 +139,11 @@ func (a *Authorizer) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // authz, and "If-None-Match: *" when the caller may only create. The
 // caller's request is never changed: what is altered is copied.
 func (a *Authorizer) passOn(r *http.Request, id *Identity, query string, createOnly bool) *http.Request {
-	r2 := r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+	ctx := context.WithValue(r.Context(), ctxKey{}, id)
+	if id.Token != "" {
+		ctx = httpx.WithBearer(ctx, id.Token) // for endpoints that pass callers' tokens on
+	}
+	r2 := r.WithContext(ctx)
 	if query != r.URL.RawQuery {
 		u := *r.URL
 		u.RawQuery = query

@@ -52,6 +52,14 @@ type Config struct {
 	Tests *Tests `yaml:"tests"`
 	// Cache runs a read-through block cache (cache.go). Nil: none.
 	Cache *Cache `yaml:"cache"`
+	// TLSCert and TLSKey turn on HTTPS on the federator's listener and
+	// the cache's own (storage servers have their own pair). Both or
+	// neither.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	// Auth says who may do what on every listener (auth.go). Nil:
+	// everything is open.
+	Auth *Auth `yaml:"auth"`
 
 	// lines maps field paths to lines of the file, for error messages.
 	lines map[string]int
@@ -577,6 +585,10 @@ func (c *Config) Validate() error {
 		checkListen("cache.listen", c.Cache.Listen)
 	}
 	c.Cache.validate(v, "cache", c.Federation != nil)
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		v.errorf("tls_cert", "tls_cert and tls_key go together")
+	}
+	c.Auth.validate(v, "auth")
 	return errors.Join(v.errs...)
 }
 

@@ -34,6 +34,12 @@ type Config struct {
 	// BearerToken, when set, is sent as "Authorization: Bearer ..." to
 	// HTTP endpoints (WLCG tokens, macaroons).
 	BearerToken string `yaml:"bearer_token"`
+	// PassToken sends the caller's own bearer token (the one lakefed's
+	// auth accepted for the request being served) to the endpoint in
+	// place of BearerToken, so the endpoint applies its own rules to the
+	// caller. Requests made for no caller (probes, site tests) use
+	// BearerToken.
+	PassToken bool `yaml:"pass_token"`
 	// HTTPURL is the HTTP(S) door of a root:// endpoint (XRootD's XrdHttp),
 	// used to redirect HTTP clients there. Empty: root:// endpoints are
 	// proxied.

@@ -74,10 +74,18 @@ func (r *cacheRole) start(ctx context.Context, s *Server) error {
 		c.Close()
 		return fmt.Errorf("cache: %w", err)
 	}
-	r.hs = s.newHTTPServer(c.Handler())
+	tlsCfg, err := s.serverTLS(s.cfg.TLSCert, s.cfg.TLSKey)
+	if err != nil {
+		ln.Close()
+		c.Close()
+		return fmt.Errorf("cache: %w", err)
+	}
+	s.cacheTLS = tlsCfg != nil
+	r.hs = s.newHTTPServer(s.guardNamespace(c.Handler(), nil))
 	r.done = make(chan struct{})
 	s.cacheAddr = ln.Addr()
-	fmt.Fprintf(s.out, "cache http://%s/ of %s in %s\n", ln.Addr(), cs.Origin, cs.Dir)
+	fmt.Fprintf(s.out, "cache %s/ of %s in %s\n", s.CacheURL(), cs.Origin, cs.Dir)
+	ln = tlsListener(ln, tlsCfg)
 	go func() {
 		defer close(r.done)
 		if err := r.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

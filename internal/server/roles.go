@@ -31,6 +31,9 @@ type role interface {
 // accepting and drains first, the storage servers last.
 func (s *Server) plan() []role {
 	var rs []role
+	if s.cfg.Auth != nil {
+		rs = append(rs, &authRole{})
+	}
 	for i := range s.cfg.Storage {
 		rs = append(rs, &storageRole{index: i})
 	}
@@ -184,15 +187,23 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 	if s.dash != nil {
 		ui = s.dash
 	}
+	tlsCfg, err := s.serverTLS(s.cfg.TLSCert, s.cfg.TLSKey)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("federation: %w", err)
+	}
+	s.frontTLS = tlsCfg != nil
 	ns := s.fed.Handler()
 	if s.cache != nil && s.cfg.Cache.Listen == "" {
 		ns = withCache(ns, s.cache, s.fed.Registry())
 	}
+	ns = s.guardNamespace(ns, existsIn(s.fed.Namespace()))
 	r.hs = s.newHTTPServer(web.Front(ns, ui))
 	r.done = make(chan struct{})
 	s.front = ln.Addr()
-	fmt.Fprintf(s.out, "federator http://%s/ over %d endpoints, dashboard http://%s/ui/\n", ln.Addr(),
-		len(s.cfg.Federation.Endpoints), ln.Addr())
+	fmt.Fprintf(s.out, "federator %s/ over %d endpoints, dashboard %s/ui/\n", s.FederatorURL(),
+		len(s.cfg.Federation.Endpoints), s.FederatorURL())
+	ln = tlsListener(ln, tlsCfg)
 	go func() {
 		defer close(r.done)
 		if err := r.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/auth"
 	"github.com/lakefed/lakefed/internal/cache"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
@@ -106,6 +107,12 @@ type Server struct {
 	front     net.Addr
 	cache     *cache.Cache
 	cacheAddr net.Addr // the cache's own listener, nil when it shares the front
+	auth      *auth.Authorizer
+	frontTLS  bool // the front listener serves HTTPS
+	cacheTLS  bool
+
+	tlsMu     sync.Mutex
+	reloaders []*auth.Reloader // every listener's certificate, for reloadTLS
 
 	closeOnce sync.Once
 	closeErr  error
@@ -204,6 +211,9 @@ func (s *Server) FederatorURL() string {
 	if s.front == nil {
 		return ""
 	}
+	if s.frontTLS {
+		return "https://" + s.front.String()
+	}
 	return "http://" + s.front.String()
 }
 
@@ -216,6 +226,8 @@ func (s *Server) CacheURL() string {
 	switch {
 	case s.cache == nil:
 		return ""
+	case s.cacheAddr != nil && s.cacheTLS:
+		return "https://" + s.cacheAddr.String()
 	case s.cacheAddr != nil:
 		return "http://" + s.cacheAddr.String()
 	}
@@ -231,6 +243,9 @@ func (s *Server) Sites() []*Site { return s.sites }
 // (config.RestartChanges), each one phrase; they keep their old values
 // until a restart. On error the old endpoint list stays.
 func (s *Server) Reload(ctx context.Context) (restartNeeded []string, err error) {
+	if err := s.reloadTLS(); err != nil {
+		return nil, fmt.Errorf("reload: certificates: %w", err)
+	}
 	if s.fed == nil {
 		return nil, ErrNoFederator
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 
@@ -65,6 +66,19 @@ func (t *Site) start(first bool) error {
 	srv, err := storage.New(storageConfig(t.cfg), t.s.log)
 	if err != nil {
 		return err
+	}
+	if t.s.auth != nil {
+		if t.cfg.TLSCert != "" {
+			// The pair again, in a config that asks for client
+			// certificates and reloads on SIGHUP.
+			tlsCfg, err := t.s.serverTLS(t.cfg.TLSCert, t.cfg.TLSKey)
+			if err != nil {
+				srv.Close()
+				return err
+			}
+			srv.UseTLS(tlsCfg)
+		}
+		srv.Guard(func(h http.Handler) http.Handler { return t.s.guard(h, existsUnder(t.cfg.Root)) })
 	}
 	var ln net.Listener
 	if first {

@@ -148,6 +148,7 @@ type Server struct {
 	paths       pathLocks          // per-path lock of conditional writes (precond.go)
 	handler     http.Handler
 	tpc         *tpcClient // HTTP third-party copy (tpc.go)
+	guarded     bool       // Guard was called: no fast path
 
 	listings chan struct{} // semaphore of expensive requests, capacity MaxListings
 
@@ -305,6 +306,19 @@ func (s *Server) Close() error {
 // 500 and a log line.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// Guard puts mw in front of the handler: rules every request must pass
+// (package auth's middleware). The fast path is off from then on, since
+// it answers plain GETs without the handler. Call it before Serve.
+func (s *Server) Guard(mw func(http.Handler) http.Handler) {
+	s.handler = mw(s.handler)
+	s.guarded = true
+}
+
+// UseTLS serves HTTPS with cfg in place of the TLSCert/TLSKey pair: one
+// that asks for client certificates and reloads its own (auth.ServerTLS).
+// Call it before Serve.
+func (s *Server) UseTLS(cfg *tls.Config) { s.tlsConfig = cfg }
+
 // Registry returns the Prometheus registry holding this server's metrics,
 // for callers that want to gather them elsewhere.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
@@ -321,7 +335,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	if s.tlsConfig == nil {
+	if s.tlsConfig == nil && !s.guarded {
 		return s.serveFast(ctx, ln, srv)
 	}
 	errc := make(chan error, 1)

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/httpx/transport"
 )
 
@@ -53,6 +54,7 @@ type Endpoint struct {
 	tr      *http.Transport
 	timeout time.Duration
 	token   string
+	pass    bool // send the caller's token (httpx.Bearer) in place of token
 	log     *slog.Logger
 
 	// noPropfind is set once the server answered PROPFIND with 405 or
@@ -125,6 +127,7 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		},
 		timeout: cfg.TimeoutOrDefault(),
 		token:   cfg.BearerToken,
+		pass:    cfg.PassToken,
 		log:     log.With("component", "endpoint", "endpoint", cfg.Name),
 	}, nil
 }
@@ -267,8 +270,8 @@ func (e *Endpoint) do(ctx context.Context, method string, u *url.URL, hdr http.H
 		for k, v := range hdr {
 			req.Header[k] = v
 		}
-		if e.token != "" && strings.EqualFold(cur.Host, e.base.Host) && cur.Scheme == e.base.Scheme {
-			req.Header.Set("Authorization", "Bearer "+e.token)
+		if tok := e.tokenFor(ctx); tok != "" && strings.EqualFold(cur.Host, e.base.Host) && cur.Scheme == e.base.Scheme {
+			req.Header.Set("Authorization", "Bearer "+tok)
 		}
 		if body != nil {
 			rc, err := body.open(ctx)
@@ -493,4 +496,16 @@ func (e *Endpoint) Checksum(ctx context.Context, p, algo string) (string, error)
 		return v, nil
 	}
 	return "", fail("checksum", p, fmt.Errorf("%s: %w: no Digest in the answer", algo, endpoint.ErrUnsupported))
+}
+
+// tokenFor is the bearer token a request made for ctx carries: the
+// caller's when the endpoint passes tokens on and there is one, else the
+// endpoint's own.
+func (e *Endpoint) tokenFor(ctx context.Context) string {
+	if e.pass {
+		if t := httpx.Bearer(ctx); t != "" {
+			return t
+		}
+	}
+	return e.token
 }

@@ -38,6 +38,7 @@ type Endpoint struct {
 	base    *url.URL // http(s)://host:port/path, no trailing slash in Path
 	timeout time.Duration
 	token   string
+	pass    bool         // send the caller's token (httpx.Bearer) in place of token
 	client  *http.Client // does not follow redirects: we do, to keep PUT bodies
 	get     *http.Client // follows redirects (GET is safe to repeat)
 	log     *slog.Logger
@@ -81,6 +82,7 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		base:    u,
 		timeout: cfg.TimeoutOrDefault(),
 		token:   cfg.BearerToken,
+		pass:    cfg.PassToken,
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}},
@@ -110,8 +112,8 @@ func (e *Endpoint) newRequest(ctx context.Context, method, p string, body io.Rea
 		return nil, opErr(strings.ToLower(method), p, endpoint.ErrRefused)
 	}
 	req.Header.Set(httpx.HopsHeader, strconv.Itoa(httpx.Hops(ctx)+1))
-	if e.token != "" {
-		req.Header.Set("Authorization", "Bearer "+e.token)
+	if tok := e.tokenFor(ctx); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return req, nil
 }
@@ -344,8 +346,8 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 		}
 		req.Header.Set("Expect", "100-continue")
 		req.Header.Set(httpx.HopsHeader, strconv.Itoa(httpx.Hops(ctx)+1))
-		if e.token != "" {
-			req.Header.Set("Authorization", "Bearer "+e.token)
+		if tok := e.tokenFor(ctx); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
 		}
 		resp, err := e.client.Do(req)
 		if err != nil {
@@ -416,4 +418,16 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 		return opErr("probe", "", fmt.Errorf("%s: %w", resp.Status, endpoint.ErrUnavailable))
 	}
 	return nil
+}
+
+// tokenFor is the bearer token a request made for ctx carries: the
+// caller's when the endpoint passes tokens on and there is one, else the
+// endpoint's own.
+func (e *Endpoint) tokenFor(ctx context.Context) string {
+	if e.pass {
+		if t := httpx.Bearer(ctx); t != "" {
+			return t
+		}
+	}
+	return e.token
 }

@@ -1,0 +1,109 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// Auth is who may do what (package internal/auth): trusted token issuers,
+// the CAs of client certificates, and path rules. With an auth section,
+// every request to the storage servers, the federator's namespace and the
+// cache must pass it; without one, everything is open (as before). It is
+// the YAML shape only; package server maps it onto auth.Config.
+//
+//	auth:
+//	  ca_dir: /etc/grid-security/certificates
+//	  issuers:
+//	    - {issuer: https://cms-auth.web.cern.ch/, base: /store}
+//	  rules:
+//	    - {prefix: /public, anonymous: [read, list]}
+//	    - {prefix: /store/user, groups: [/cms], allow: [read, list, create]}
+type Auth struct {
+	// CAFile and CADir are the CAs trusted for client certificates (a
+	// PEM bundle; a grid-security directory of hashed certificates).
+	// Neither: client certificates are not used.
+	CAFile string `yaml:"ca_file"`
+	CADir  string `yaml:"ca_dir"`
+	// Issuers are the token issuers trusted. None: bearer tokens are
+	// refused.
+	Issuers []Issuer `yaml:"issuers"`
+	// Rules grant actions by path prefix. No rule (and no token scope)
+	// allowing an action means it is refused.
+	Rules []Rule `yaml:"rules"`
+	// ClockSkew is allowed on a token's exp, nbf and iat. Zero: 60s.
+	ClockSkew Duration `yaml:"clock_skew"`
+}
+
+// Issuer is one trusted token issuer (WLCG JWT profile or SciTokens).
+type Issuer struct {
+	// Issuer is the iss claim, exactly; its keys are found by OIDC
+	// discovery under it. https (http only on loopback, for tests).
+	Issuer string `yaml:"issuer"`
+	// Audiences are accepted besides https://wlcg.cern.ch/jwt/v1/any.
+	Audiences []string `yaml:"audiences"`
+	// Base is the namespace path the tokens' scope paths are relative
+	// to. Default "/".
+	Base string `yaml:"base"`
+	// Kind is "wlcg", "scitokens" or "" (both vocabularies).
+	Kind string `yaml:"kind"`
+}
+
+// Rule grants actions under a path prefix (Dynafed's allowusers and
+// allowgroups, XRootD's authdb).
+type Rule struct {
+	Prefix string `yaml:"prefix"`
+	// Anonymous are actions anyone may do.
+	Anonymous []string `yaml:"anonymous"`
+	// Identities (certificate DNs, or "ISSUER/SUB" of tokens) and Groups
+	// (wlcg.groups) get Allow; with neither, every authenticated caller
+	// does.
+	Identities []string `yaml:"identities"`
+	Groups     []string `yaml:"groups"`
+	Allow      []string `yaml:"allow"`
+}
+
+// Actions are the actions a rule may name.
+var Actions = []string{"read", "list", "create", "modify", "delete"}
+
+func (a *Auth) validate(v *validator, path string) {
+	if a == nil {
+		return
+	}
+	for i, is := range a.Issuers {
+		p := fmt.Sprintf("%s.issuers[%d]", path, i)
+		u, err := url.Parse(is.Issuer)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			v.errorf(p+".issuer", "%q: want the issuer's https URL", is.Issuer)
+		}
+		if is.Base != "" {
+			if c, err := httpx.CleanPath(is.Base); err != nil || c != is.Base {
+				v.errorf(p+".base", "%q: want a clean absolute path", is.Base)
+			}
+		}
+		if is.Kind != "" && is.Kind != "wlcg" && is.Kind != "scitokens" {
+			v.errorf(p+".kind", "%q: want wlcg, scitokens or nothing", is.Kind)
+		}
+	}
+	for i, r := range a.Rules {
+		p := fmt.Sprintf("%s.rules[%d]", path, i)
+		if c, err := httpx.CleanPath(r.Prefix); err != nil || c != r.Prefix {
+			v.errorf(p+".prefix", "%q: want a clean absolute path", r.Prefix)
+		}
+		for _, list := range [][]string{r.Anonymous, r.Allow} {
+			for _, act := range list {
+				if !slices.Contains(Actions, act) {
+					v.errorf(p, "action %q: want one of %v", act, Actions)
+				}
+			}
+		}
+		if len(r.Anonymous) == 0 && len(r.Allow) == 0 {
+			v.errorf(p, "grants nothing: give anonymous or allow actions")
+		}
+	}
+	if a.ClockSkew < 0 {
+		v.errorf(path+".clock_skew", "must not be negative")
+	}
+}

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/lakefed/lakefed/internal/auth"
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
+)
+
+// authConfig maps the auth section onto package auth's config.
+func authConfig(a *config.Auth) (auth.Config, error) {
+	ac := auth.Config{CAFile: a.CAFile, CADir: a.CADir, ClockSkew: a.ClockSkew.D()}
+	for _, is := range a.Issuers {
+		ac.Issuers = append(ac.Issuers, auth.Issuer{URL: is.Issuer, Audiences: is.Audiences, Base: is.Base, Kind: auth.TokenKind(is.Kind)})
+	}
+	actions := func(in []string) ([]auth.Action, error) {
+		var out []auth.Action
+		for _, s := range in {
+			a, err := auth.ParseAction(s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}
+	for _, r := range a.Rules {
+		anon, err := actions(r.Anonymous)
+		if err != nil {
+			return ac, err
+		}
+		allow, err := actions(r.Allow)
+		if err != nil {
+			return ac, err
+		}
+		ac.Rules = append(ac.Rules, auth.Rule{Prefix: r.Prefix, Anonymous: anon, Identities: r.Identities, Groups: r.Groups, Allow: allow})
+	}
+	return ac, nil
+}
+
+// authRole builds the authorizer every listener's handler passes through
+// (first in the plan: the storage servers need it as they start).
+type authRole struct{ a *auth.Authorizer }
+
+func (r *authRole) start(ctx context.Context, s *Server) error {
+	ac, err := authConfig(s.cfg.Auth)
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	a, err := auth.New(ctx, ac, auth.Options{Log: s.log})
+	if err != nil {
+		return err
+	}
+	r.a, s.auth = a, a
+	return nil
+}
+
+func (r *authRole) stop(context.Context) error { return r.a.Close() }
+
+// serverTLS returns the TLS config of a listener with cert and key: one
+// that asks for client certificates when the auth section trusts CAs,
+// and whose certificate Reload reads again (SIGHUP). nil without a cert.
+func (s *Server) serverTLS(cert, key string) (*tls.Config, error) {
+	if cert == "" {
+		return nil, nil
+	}
+	var caFile, caDir string
+	if s.cfg.Auth != nil {
+		caFile, caDir = s.cfg.Auth.CAFile, s.cfg.Auth.CADir
+	}
+	cfg, rl, err := auth.ServerTLS(cert, key, caFile, caDir)
+	if err != nil {
+		return nil, err
+	}
+	s.tlsMu.Lock()
+	s.reloaders = append(s.reloaders, rl)
+	s.tlsMu.Unlock()
+	return cfg, nil
+}
+
+// reloadTLS reads every listener's certificate and the trusted CAs again.
+func (s *Server) reloadTLS() error {
+	s.tlsMu.Lock()
+	rls := append([]*auth.Reloader(nil), s.reloaders...)
+	s.tlsMu.Unlock()
+	var errs []error
+	for _, rl := range rls {
+		errs = append(errs, rl.Reload())
+	}
+	if s.auth != nil {
+		errs = append(errs, s.auth.Reload())
+	}
+	return errors.Join(errs...)
+}
+
+// guard puts the auth rules in front of h, with exists telling a PUT that
+// creates from one that modifies. Without an auth section h is returned.
+func (s *Server) guard(h http.Handler, exists auth.ExistsFunc) http.Handler {
+	if s.auth == nil {
+		return h
+	}
+	return s.auth.Middleware(h, exists)
+}
+
+// existsUnder says whether a path exists below a storage root.
+func existsUnder(root string) auth.ExistsFunc {
+	return func(_ context.Context, p string) (bool, error) {
+		_, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p)))
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, os.ErrNotExist):
+			return false, nil
+		}
+		return false, err
+	}
+}
+
+// existsIn says whether a path exists in an endpoint (the federation).
+func existsIn(ep endpoint.Endpoint) auth.ExistsFunc {
+	return func(ctx context.Context, p string) (bool, error) {
+		_, err := ep.Stat(ctx, p)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, endpoint.ErrNotFound):
+			return false, nil
+		}
+		return false, err
+	}
+}
+
+// tlsListener wraps ln in TLS when cfg is set.
+func tlsListener(ln net.Listener, cfg *tls.Config) net.Listener {
+	if cfg == nil {
+		return ln
+	}
+	return tls.NewListener(ln, cfg)
+}
+
+// guardNamespace is guard for a front listener: the auth rules cover the
+// namespace, while the operator's pages (/metrics, /api/, /ui/) keep
+// their own rules (the admin section guards POST /api/reload).
+func (s *Server) guardNamespace(h http.Handler, exists auth.ExistsFunc) http.Handler {
+	if s.auth == nil {
+		return h
+	}
+	guarded := s.guard(h, exists)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if p == "/metrics" || p == "/api" || len(p) > 5 && p[:5] == "/api/" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
+}
