@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -69,12 +70,11 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
-	if srv.Federator() != nil {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		wg.Go(func() { reloadOnHUP(ctx, srv, hup, log) })
-	}
+	// SIGHUP reads the certificates again, and the federation section.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	wg.Go(func() { reloadOnHUP(ctx, srv, hup, log) })
 
 	select {
 	case <-ctx.Done():
@@ -94,6 +94,8 @@ func reloadOnHUP(ctx context.Context, srv *server.Server, hup <-chan os.Signal, 
 		case <-hup:
 			restart, err := srv.Reload(ctx)
 			switch {
+			case errors.Is(err, server.ErrNoFederator):
+				log.Info("reloaded the certificates", "signal", "SIGHUP")
 			case err != nil:
 				log.Error("reload failed; the old endpoint list stays", "err", err)
 			case len(restart) > 0:
