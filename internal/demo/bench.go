@@ -120,6 +120,7 @@ func (d *Demo) WriteHelp(w io.Writer) {
 	fmt.Fprintf(w, "  federator  %s/   (redirect mode; site-c is proxied)\n", f)
 	fmt.Fprintf(w, "  dashboard  %s/ui/\n", f)
 	fmt.Fprintf(w, "  endpoints  %s/api/endpoints   metrics %s/metrics\n", f, f)
+	fmt.Fprintf(w, "  cache      %s/   (read-through block cache in front of the federation; how files are read: %s/api/cache/files)\n", d.CacheURL, d.CacheURL)
 	for _, s := range d.Sites {
 		role := "redirect"
 		if s.Mode == "proxy" {
@@ -152,5 +153,7 @@ func (d *Demo) WriteHelp(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  %s cp -f %s%s %s\n", lf, f, ROOTPath, ShellQuote(filepath.Join(os.TempDir(), "events.root")))
 	fmt.Fprintf(w, "  %s ls -l %s/demo/\n", lf, f)
+	fmt.Fprintf(w, "  curl -sf -r 0-99,4096-4195 -o /dev/null -w '%%{http_code}: %%{size_download} bytes through the cache\\n' %s%s\n", d.CacheURL, ROOTPath)
+	fmt.Fprintf(w, "  curl -sf %s/api/cache/files\n", d.CacheURL)
 	fmt.Fprintf(w, "\nCtrl-C stops everything.\n")
 }

@@ -114,6 +114,9 @@ type Demo struct {
 	// ("http://127.0.0.1:8080"), so FederatorURL+"/demo/README.txt" is a
 	// file's URL.
 	FederatorURL string
+	// CacheURL is the cache's base URL without a trailing slash: a
+	// read-through block cache in front of the federation.
+	CacheURL string
 	// Sites are the storage sites, in priority order.
 	Sites []*Site
 	// Dir is the directory holding everything (see Options.Dir).
@@ -209,6 +212,12 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	}
 	lns[fedLn.Addr().String()] = fedLn
 	d.FederatorURL = "http://" + fedLn.Addr().String()
+	cacheLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("demo: cache: %w", err)
+	}
+	lns[cacheLn.Addr().String()] = cacheLn
+	d.CacheURL = "http://" + cacheLn.Addr().String()
 
 	// Each site's port next, so that the config can name it; the server
 	// then serves on these very listeners.
@@ -233,7 +242,7 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	}
 
 	d.ConfigPath = filepath.Join(d.Dir, "lakefed.yaml")
-	if err := os.WriteFile(d.ConfigPath, []byte(d.configYAML(fedLn.Addr().String())), 0o644); err != nil {
+	if err := os.WriteFile(d.ConfigPath, []byte(d.configYAML(fedLn.Addr().String(), cacheLn.Addr().String())), 0o644); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	cfg, err := config.Load(d.ConfigPath)
@@ -334,9 +343,9 @@ func (d *Demo) shutdown() {
 	})
 }
 
-// configYAML is the config file of the running demo: its storage servers
-// and its federation.
-func (d *Demo) configYAML(listen string) string {
+// configYAML is the config file of the running demo: its storage servers,
+// its federation, and a cache in front of the federation.
+func (d *Demo) configYAML(listen, cacheListen string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The federation `lakefed demo` runs; the demo's federator is built from this\n")
 	fmt.Fprintf(&b, "# file. `lakefed serve --config %s` runs the same thing (stop the demo\n", d.ConfigPath)
@@ -360,6 +369,7 @@ func (d *Demo) configYAML(listen string) string {
 			fmt.Fprintf(&b, "      writable: true\n")
 		}
 	}
+	fmt.Fprintf(&b, "cache:\n  listen: %q\n  dir: %q\n  origin: federation\n  max_bytes: 1GiB\n", cacheListen, filepath.Join(d.Dir, "cache"))
 	return b.String()
 }
 
