@@ -34,6 +34,9 @@ type Cache struct {
 	// Listen is where the cache serves. Empty: the federator's listener,
 	// where the cache answers GET and HEAD and the federator the rest.
 	Listen string `yaml:"listen"`
+	// ListenXroot is the host:port of a root:// door to the cache (XRootD
+	// clients read through it). Empty: none.
+	ListenXroot string `yaml:"listen_xroot"`
 	// Dir holds the cached blocks. Required.
 	Dir string `yaml:"dir"`
 	// Origin is what the cache reads from: "federation" (this process's

@@ -42,6 +42,10 @@ type Config struct {
 	// dashboard) listens on. Default "127.0.0.1:8080" when federation is
 	// configured.
 	Listen string `yaml:"listen"`
+	// ListenXroot is the host:port of the root:// door to the
+	// federation's namespace (XRootD clients: xrdcp, xrdfs, CMSSW, uproot
+	// with fsspec-xrootd), e.g. 127.0.0.1:1094. Empty: no door.
+	ListenXroot string `yaml:"listen_xroot"`
 	// Storage lists storage servers to run in this process, each serving
 	// a directory on its own listen address. Nil: none.
 	Storage []Storage `yaml:"storage"`
@@ -583,6 +587,15 @@ func (c *Config) Validate() error {
 	c.Tests.validate(v, "tests", c.Federation != nil)
 	if c.Cache != nil && c.Cache.Listen != "" {
 		checkListen("cache.listen", c.Cache.Listen)
+	}
+	if c.ListenXroot != "" {
+		if c.Federation == nil {
+			v.errorf("listen_xroot", "the root:// door serves the federation: it needs a federation section")
+		}
+		checkListen("listen_xroot", c.ListenXroot)
+	}
+	if c.Cache != nil && c.Cache.ListenXroot != "" {
+		checkListen("cache.listen_xroot", c.Cache.ListenXroot)
 	}
 	c.Cache.validate(v, "cache", c.Federation != nil)
 	if (c.TLSCert == "") != (c.TLSKey == "") {

@@ -42,6 +42,12 @@ func (s *Server) plan() []role {
 	}
 	if s.cfg.Cache != nil {
 		rs = append(rs, &cacheRole{}) // before the front, which may route reads to it
+		if s.cfg.Cache.ListenXroot != "" {
+			rs = append(rs, &xrootRole{cache: true})
+		}
+	}
+	if s.cfg.ListenXroot != "" {
+		rs = append(rs, &xrootRole{}) // before the front, whose /api/xroot shows it
 	}
 	if s.cfg.Federation != nil {
 		rs = append(rs, &siteTestsRole{}, &dashboardRole{}, &frontRole{})
@@ -198,6 +204,9 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 		ns = withCache(ns, s.cache, s.fed.Registry())
 	}
 	ns = s.guardNamespace(ns, existsIn(s.fed.Namespace()))
+	if s.door != nil || s.cacheDoor != nil {
+		ns = withPath(ns, "/api/xroot", http.HandlerFunc(s.serveXrootStats))
+	}
 	r.hs = s.newHTTPServer(web.Front(ns, ui))
 	r.done = make(chan struct{})
 	s.front = ln.Addr()

@@ -35,6 +35,7 @@ import (
 	"github.com/lakefed/lakefed/internal/results"
 	"github.com/lakefed/lakefed/internal/sitetest"
 	"github.com/lakefed/lakefed/internal/web"
+	"github.com/lakefed/lakefed/internal/xrootd"
 )
 
 // Limits of the front listener's HTTP server (the federator and the
@@ -108,7 +109,10 @@ type Server struct {
 	cache     *cache.Cache
 	cacheAddr net.Addr // the cache's own listener, nil when it shares the front
 	auth      *auth.Authorizer
-	frontTLS  bool // the front listener serves HTTPS
+	door      *xrootd.Server // the federation's root:// door
+	doorAddr  net.Addr
+	cacheDoor *xrootd.Server // the cache's root:// door
+	frontTLS  bool           // the front listener serves HTTPS
 	cacheTLS  bool
 
 	tlsMu     sync.Mutex

@@ -1,0 +1,384 @@
+package xrootd
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"go-hep.org/x/hep/xrootd/xrdproto"
+	"go-hep.org/x/hep/xrootd/xrdproto/dirlist"
+	"go-hep.org/x/hep/xrootd/xrdproto/endsess"
+	"go-hep.org/x/hep/xrootd/xrdproto/locate"
+	"go-hep.org/x/hep/xrootd/xrdproto/login"
+	"go-hep.org/x/hep/xrootd/xrdproto/mv"
+	"go-hep.org/x/hep/xrootd/xrdproto/open"
+	"go-hep.org/x/hep/xrootd/xrdproto/ping"
+	"go-hep.org/x/hep/xrootd/xrdproto/protocol"
+	"go-hep.org/x/hep/xrootd/xrdproto/query"
+	"go-hep.org/x/hep/xrootd/xrdproto/read"
+	"go-hep.org/x/hep/xrootd/xrdproto/rm"
+	"go-hep.org/x/hep/xrootd/xrdproto/stat"
+	"go-hep.org/x/hep/xrootd/xrdproto/statx"
+	xrdsync "go-hep.org/x/hep/xrootd/xrdproto/sync"
+	"go-hep.org/x/hep/xrootd/xrdproto/write"
+	"go-hep.org/x/hep/xrootd/xrdproto/xrdclose"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// conn is one client connection. The reader loop (serve) owns reading;
+// requests run in goroutines it starts (at most MaxInFlight), except
+// session requests and writes, which it handles itself so that a write's
+// data streams from the socket to the upload file without a buffer of
+// its size. Requests on one file handle run in the order they arrived
+// (file.turns), so sequential reads stay sequential.
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	br  *bufio.Reader
+	ctx context.Context
+	sem chan struct{}
+	wg  sync.WaitGroup
+
+	wmu sync.Mutex // serialises response writes; each part is written whole
+
+	mu     sync.Mutex // guards the fields below
+	files  map[uint32]*file
+	nextFH uint32
+	waits  map[string]int  // kXR_wait answers given, by request and path
+	held   map[string]held // closed uploads waiting for a kXR_mv, by path
+}
+
+// errProtocol ends a connection whose byte stream cannot be trusted any
+// more (a length over the bounds, a bad handshake).
+var errProtocol = errors.New("protocol violation")
+
+// serveConn serves nc until the client leaves, a protocol violation, an
+// I/O error, or ctx's end, then drops the connection's unfinished
+// uploads and waits for its requests to finish.
+func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+	ctx, cancel := context.WithCancel(ctx)
+	c := &conn{
+		s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), ctx: ctx,
+		sem:   make(chan struct{}, s.opts.MaxInFlight),
+		files: map[uint32]*file{}, waits: map[string]int{}, held: map[string]held{},
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	err := c.serve()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+		s.log.Debug("connection closed", "remote", addrString(nc.RemoteAddr()), "err", err)
+	}
+	cancel()
+	stop()
+	_ = nc.Close() // unblocks response writes of requests still running
+	c.wg.Wait()
+	c.mu.Lock()
+	files, helds := c.files, c.held
+	c.files, c.held = nil, nil
+	c.mu.Unlock()
+	for _, f := range files {
+		f.abort()
+	}
+	for _, u := range helds {
+		dropUpload(u.tmp)
+	}
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// serve reads the handshake, then requests until an error.
+func (c *conn) serve() error {
+	if err := c.handshake(); err != nil {
+		return err
+	}
+	var h header
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IdleTimeout))
+		if _, err := io.ReadFull(c.br, h[:]); err != nil {
+			return err
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IOTimeout))
+		dlen := h.dlen()
+		isWrite := h.id() == write.RequestID || h.id() == reqPgWrite
+		limit := int64(maxArgs)
+		if isWrite {
+			limit = c.s.opts.MaxWrite
+		}
+		if dlen < 0 || dlen > limit {
+			// The stream cannot be resynchronised without reading dlen
+			// bytes, and reading them is what the bound forbids.
+			c.s.countError(classProtocol)
+			_ = c.sendError(h.sid(), codeArgTooLong, fmt.Sprintf("request data of %d bytes (at most %d)", dlen, limit))
+			return fmt.Errorf("%w: request %d with dlen %d", errProtocol, h.id(), dlen)
+		}
+		if isWrite {
+			if err := c.write(&h); err != nil {
+				return err
+			}
+			continue
+		}
+		var data []byte
+		if dlen > 0 {
+			data = make([]byte, dlen)
+			if _, err := io.ReadFull(c.br, data); err != nil {
+				return err
+			}
+		}
+		switch h.id() {
+		case protocol.RequestID:
+			err := c.protocol(&h)
+			if err != nil {
+				return err
+			}
+			continue
+		case login.RequestID:
+			// No authentication: a 16-byte session id and nothing more
+			// says so (XRootD protocol, kXR_login response).
+			var sess [16]byte
+			_, _ = rand.Read(sess[:])
+			if err := c.send(h.sid(), uint16(xrdproto.Ok), sess[:]); err != nil {
+				return err
+			}
+			continue
+		case ping.RequestID, endsess.RequestID:
+			if err := c.send(h.sid(), uint16(xrdproto.Ok)); err != nil {
+				return err
+			}
+			continue
+		}
+		// Everything else runs beside the reader loop. Requests on a
+		// file handle take their turn now, in arrival order.
+		var f *file
+		var turn uint64
+		if usesHandle(h.id()) {
+			f = c.file(h.fhandle())
+			if f != nil {
+				turn = f.turns.take()
+			}
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.ctx.Done():
+			if f != nil {
+				f.turns.skip(turn)
+			}
+			return c.ctx.Err()
+		}
+		c.wg.Add(1)
+		go func(h header) {
+			defer c.wg.Done()
+			defer func() { <-c.sem }()
+			if f != nil {
+				f.turns.wait(turn)
+				defer f.turns.done()
+			}
+			c.dispatch(&h, data, f)
+		}(h)
+	}
+}
+
+// usesHandle reports whether request id names a file handle in its
+// parameters' first four bytes (readv names them in its data).
+func usesHandle(id uint16) bool {
+	switch id {
+	case read.RequestID, reqPgRead, xrdsync.RequestID, xrdclose.RequestID:
+		return true
+	}
+	return false
+}
+
+// handshake reads the client's 20-byte handshake (0 0 0 4 2012) and
+// answers it: protocol version and server type (XRootD protocol,
+// "Initial handshake").
+func (c *conn) handshake() error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IOTimeout))
+	var hs [20]byte
+	if _, err := io.ReadFull(c.br, hs[:]); err != nil {
+		return err
+	}
+	if u32(hs[:], 0) != 0 || u32(hs[:], 4) != 0 || u32(hs[:], 8) != 0 || u32(hs[:], 12) != 4 || u32(hs[:], 16) != 2012 {
+		c.s.countError(classProtocol)
+		return fmt.Errorf("%w: bad handshake % x", errProtocol, hs)
+	}
+	body := make([]byte, 8)
+	binary.BigEndian.PutUint32(body, protocolVersion)
+	binary.BigEndian.PutUint32(body[4:], uint32(xrdproto.LoadBalancingServer))
+	return c.send([2]byte{}, uint16(xrdproto.Ok), body)
+}
+
+// protocol answers kXR_protocol: version 5.2.0, a manager (so that
+// XrdCl takes the door as its load balancer and comes back to it with
+// tried= when a data server it was sent to fails; kXR_isServer is not
+// set, as it would make XrdCl name the door, not the failed data
+// server, in tried=), pgread and pgwrite supported. No security
+// requirements follow, asked for or not: there is no authentication.
+func (c *conn) protocol(h *header) error {
+	body := make([]byte, 8)
+	binary.BigEndian.PutUint32(body, protocolVersion)
+	binary.BigEndian.PutUint32(body[4:], flagIsManager|flagSupPgRW)
+	return c.send(h.sid(), uint16(xrdproto.Ok), body)
+}
+
+// dispatch runs one request beside the reader loop; f is the file its
+// handle names (nil when none or unknown), whose turn it holds.
+func (c *conn) dispatch(h *header, data []byte, f *file) {
+	var err error
+	switch h.id() {
+	case stat.RequestID:
+		err = c.stat(h, data)
+	case statx.RequestID:
+		err = c.statx(h, data)
+	case dirlist.RequestID:
+		err = c.dirlist(h, data)
+	case locate.RequestID:
+		err = c.locate(h, data)
+	case query.RequestID:
+		err = c.query(h, data)
+	case open.RequestID:
+		err = c.open(h, data)
+	case read.RequestID:
+		err = c.read(h, f)
+	case reqReadV:
+		err = c.readv(h, data)
+	case reqPgRead:
+		err = c.pgread(h, f)
+	case xrdsync.RequestID:
+		err = c.sync(h, f)
+	case xrdclose.RequestID:
+		err = c.close(h, f)
+	case mv.RequestID:
+		err = c.rename(h, data)
+	case rm.RequestID:
+		err = c.remove(h, data)
+	default:
+		c.s.countError(classProtocol)
+		err = c.sendError(h.sid(), codeUnsupported, fmt.Sprintf("request %s is not supported by lakefed", reqName(h.id())))
+	}
+	if err != nil {
+		// A response that could not be written: the connection is
+		// broken; close it so that the reader loop ends too.
+		_ = c.nc.Close()
+	}
+}
+
+// reqName names request id as XProtocol.hh does.
+func reqName(id uint16) string {
+	names := [...]string{"kXR_auth", "kXR_query", "kXR_chmod", "kXR_close", "kXR_dirlist", "kXR_gpfile",
+		"kXR_protocol", "kXR_login", "kXR_mkdir", "kXR_mv", "kXR_open", "kXR_ping", "kXR_chkpoint",
+		"kXR_read", "kXR_rm", "kXR_rmdir", "kXR_sync", "kXR_stat", "kXR_set", "kXR_write", "kXR_fattr",
+		"kXR_prepare", "kXR_statx", "kXR_endsess", "kXR_bind", "kXR_readv", "kXR_pgwrite", "kXR_locate",
+		"kXR_truncate", "kXR_sigver", "kXR_pgread", "kXR_writev", "kXR_clone"}
+	if id >= reqFirst && int(id-reqFirst) < len(names) {
+		return names[id-reqFirst]
+	}
+	return fmt.Sprintf("%d (unknown)", id)
+}
+
+// send writes one response: header and body parts, whole, under the
+// write lock and within IOTimeout.
+func (c *conn) send(sid [2]byte, status uint16, parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	bufs := make(net.Buffers, 0, len(parts)+1)
+	bufs = append(bufs, respHeader(sid, status, n))
+	bufs = append(bufs, parts...)
+	return c.sendRaw(bufs)
+}
+
+// sendRaw writes bufs as one response part.
+func (c *conn) sendRaw(bufs net.Buffers) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.IOTimeout))
+	_, err := bufs.WriteTo(c.nc)
+	return err
+}
+
+// sendError answers with kXR_error.
+func (c *conn) sendError(sid [2]byte, code xrdproto.ServerErrorCode, msg string) error {
+	return c.send(sid, uint16(xrdproto.Error), errorBody(code, msg))
+}
+
+// sendFailure answers a request that failed with err, by err's class:
+// endpoint.ErrNotFound is kXR_NotFound; endpoint.ErrUnavailable is
+// kXR_wait (MaxWaits times per request and path on this connection,
+// then kXR_ServerError) and never kXR_NotFound; a refusal is
+// kXR_ItExists, kXR_Unsupported, kXR_ArgInvalid for a bad path, else
+// refusedCode; anything else is kXR_ServerError. key names the request
+// for the wait count ("" when it must not wait: the answer would not
+// change).
+func (c *conn) sendFailure(sid [2]byte, key string, refusedCode xrdproto.ServerErrorCode, err error) error {
+	msg := err.Error()
+	switch {
+	case httpx.IsPathError(err):
+		c.s.countError(classRefused)
+		return c.sendError(sid, codeArgInvalid, msg)
+	case errors.Is(err, endpoint.ErrNotFound):
+		c.s.countError(classNotFound)
+		return c.sendError(sid, codeNotFound, msg)
+	case errors.Is(err, endpoint.ErrExist):
+		c.s.countError(classRefused)
+		return c.sendError(sid, codeItExists, msg)
+	case errors.Is(err, endpoint.ErrUnsupported):
+		c.s.countError(classRefused)
+		return c.sendError(sid, codeUnsupported, msg)
+	case errors.Is(err, endpoint.ErrRefused):
+		c.s.countError(classRefused)
+		return c.sendError(sid, refusedCode, msg)
+	case errors.Is(err, endpoint.ErrUnavailable):
+		c.s.countError(classUnavailable)
+		if key != "" && c.mayWait(key) {
+			body := make([]byte, 4, 4+len(msg))
+			binary.BigEndian.PutUint32(body, uint32(c.s.opts.WaitSeconds))
+			return c.send(sid, uint16(xrdproto.Wait), append(body, msg...))
+		}
+		return c.sendError(sid, codeServerError, msg)
+	}
+	c.s.countError(classServer)
+	return c.sendError(sid, codeServerError, msg)
+}
+
+// maxWaitKeys bounds the wait counts one connection keeps.
+const maxWaitKeys = 256
+
+// mayWait counts one more kXR_wait for key and reports whether it is
+// within MaxWaits.
+func (c *conn) mayWait(key string) bool {
+	if c.s.opts.MaxWaits < 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.waits) >= maxWaitKeys {
+		clear(c.waits)
+	}
+	c.waits[key]++
+	return c.waits[key] <= c.s.opts.MaxWaits
+}
+
+// answered forgets key's waits: the request got an answer.
+func (c *conn) answered(key string) {
+	c.mu.Lock()
+	delete(c.waits, key)
+	c.mu.Unlock()
+}
+
+// reqCtx is the context of one namespace call.
+func (c *conn) reqCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, c.s.opts.RequestTimeout)
+}

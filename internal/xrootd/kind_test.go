@@ -1,0 +1,97 @@
+package xrootd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/xroot"
+)
+
+// TestXrootKind points lakefed's own root:// client (the xroot endpoint
+// kind: go-hep's client plus xrdwire, what `lakefed cp` and bench use)
+// at the door, direct and through a redirect.
+func TestXrootKind(t *testing.T) {
+	ctx := context.Background()
+	data := payload(5<<20+9, 60)
+	dns := newFakeNS()
+	dns.set("/s/f", data)
+	ds, daddr := startDoor(t, dns, Options{})
+	ns := newFakeNS()
+	ns.set("/s/f", data)
+	ns.set("/s/local", data[:1000])
+	ns.replicas["/s/f"] = []*url.URL{{Scheme: "root", Host: daddr, Path: "//s/f"}}
+	s, addr := startDoor(t, ns, Options{})
+
+	ep, err := xroot.New(ctx, endpoint.Config{Name: "door", URL: "root://" + addr + "//"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+
+	if info, err := ep.Stat(ctx, "/s/f"); err != nil || info.Size != int64(len(data)) {
+		t.Fatalf("Stat = %+v, %v; want size %d", info, err, len(data))
+	}
+	if _, err := ep.Stat(ctx, "/s/none"); !errors.Is(err, endpoint.ErrNotFound) {
+		t.Errorf("Stat of a missing file = %v, want ErrNotFound", err)
+	}
+	list, err := ep.List(ctx, "/s")
+	if err != nil || len(list) != 2 {
+		t.Errorf("List = %v, %v; want 2 entries", list, err)
+	}
+	for _, p := range []string{"/s/f", "/s/local"} {
+		rc, err := ep.Open(ctx, p, 0, -1)
+		if err != nil {
+			t.Fatalf("Open %s: %v", p, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		want, _ := ns.get(p)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("read %s: %d bytes, %v; want %d", p, len(got), err, len(want))
+		}
+	}
+	if s.Stats().Redirects == 0 || ds.Stats().Opens == 0 {
+		t.Errorf("the read of /s/f was not redirected: door %+v, data server %+v", s.Stats(), ds.Stats())
+	}
+	if sum, err := ep.Checksum(ctx, "/s/local", "adler32"); err != nil || sum != adler(data[:1000]) {
+		t.Errorf("Checksum = %q, %v; want %s", sum, err, adler(data[:1000]))
+	}
+	up := payload(3<<20, 61)
+	if err := ep.Put(ctx, "/s/up", bytes.NewReader(up), int64(len(up))); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if got, _ := ns.get("/s/up"); !bytes.Equal(got, up) {
+		t.Errorf("Put stored %d bytes, want %d", len(got), len(up))
+	}
+	// Its temporary name was held for the rename, never stored.
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	for p := range ns.files {
+		if strings.Contains(p, ".lakefed-") {
+			t.Errorf("temporary upload %s is visible", p)
+		}
+	}
+}
+
+func TestIsHeldName(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/a/.f.root.lakefed-0123456789abcdef":  true,
+		"/.x.lakefed-ffffffffffffffff":         true,
+		"/a/f.root.lakefed-0123456789abcdef":   false, // not hidden
+		"/a/.f.root.lakefed-0123456789abcdeg":  false,
+		"/a/.f.root.lakefed-0123456789abcde":   false,
+		"/a/..lakefed-0123456789abcdef":        false,
+		"/a/.f.root.lakefed-0123456789abcdef0": false,
+	} {
+		if got := isHeldName(p); got != want {
+			t.Errorf("isHeldName(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package xrootd
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"go-hep.org/x/hep/xrootd/xrdproto"
+	"go-hep.org/x/hep/xrootd/xrdproto/query"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// splitPath splits a request's path argument into the clean path and its
+// opaque CGI. The argument may end in NUL bytes (some clients send a C
+// string). The path is not percent-decoded: XRootD paths are raw bytes.
+func splitPath(data []byte) (string, url.Values, error) {
+	data = bytes.TrimRight(data, "\x00")
+	raw, cgi, _ := strings.Cut(string(data), "?")
+	if raw == "" {
+		return "", nil, &httpx.PathError{Reason: "empty path"}
+	}
+	p, err := httpx.CleanPath(raw)
+	if err != nil {
+		return "", nil, err
+	}
+	v, _ := url.ParseQuery(cgi) // a malformed pair is dropped, like XrdOucEnv does
+	return p, v, nil
+}
+
+// statLine formats info as kXR_stat answers it: "id size flags mtime".
+// The id only has to be stable and non-zero (zero reads as offline).
+func statLine(p string, info endpoint.Info) string {
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	id := int64(h.Sum64() >> 1)
+	if id == 0 {
+		id = 1
+	}
+	return fmt.Sprintf("%d %d %d %d", id, info.Size, statFlags(info), info.ModTime.Unix())
+}
+
+func statFlags(info endpoint.Info) int {
+	if info.IsDir {
+		return statIsDir | statXSet | statReadable | statWritable
+	}
+	return statReadable | statWritable
+}
+
+// stat answers kXR_stat, by path or, without one, by open file handle.
+func (c *conn) stat(h *header, data []byte) error {
+	if h.params()[0]&statVFS != 0 {
+		c.s.countError(classProtocol)
+		return c.sendError(h.sid(), codeUnsupported, "kXR_stat of a file system (kXR_vfs) is not supported by lakefed")
+	}
+	if len(bytes.TrimRight(data, "\x00")) == 0 {
+		f := c.file(u32(h.params(), 12))
+		if f == nil {
+			c.s.countError(classProtocol)
+			return c.sendError(h.sid(), codeFileNotOpen, "stat of a handle that is not open")
+		}
+		info := f.stat()
+		return c.send(h.sid(), uint16(xrdproto.Ok), append([]byte(statLine(f.path, info)), 0))
+	}
+	p, _, err := splitPath(data)
+	if err != nil {
+		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
+	}
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	info, err := c.s.ns.Stat(ctx, p)
+	key := "stat " + p
+	if err != nil {
+		return c.sendFailure(h.sid(), key, codeArgInvalid, err)
+	}
+	c.answered(key)
+	return c.send(h.sid(), uint16(xrdproto.Ok), append([]byte(statLine(p, info)), 0))
+}
+
+// statx answers kXR_statx: one flag byte per newline-separated path;
+// a path that cannot be described is kXR_other, as XRootD answers it.
+func (c *conn) statx(h *header, data []byte) error {
+	lines := strings.Split(strings.TrimRight(string(data), "\x00\n"), "\n")
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	out := make([]byte, 0, len(lines))
+	for _, l := range lines {
+		p, _, err := splitPath([]byte(l))
+		if err != nil {
+			out = append(out, statOther)
+			continue
+		}
+		info, err := c.s.ns.Stat(ctx, p)
+		switch {
+		case err == nil:
+			out = append(out, byte(statFlags(info)))
+		case errors.Is(err, endpoint.ErrNotFound) || errors.Is(err, endpoint.ErrRefused):
+			out = append(out, statOther)
+		default:
+			// An outage for one path fails the whole request: a flag
+			// byte cannot say "unknown".
+			return c.sendFailure(h.sid(), "statx "+p, codeArgInvalid, err)
+		}
+	}
+	return c.send(h.sid(), uint16(xrdproto.Ok), out)
+}
+
+// dirlist answers kXR_dirlist: names separated by newlines, the last
+// ending in NUL; with kXR_dstat each name is followed by its stat line,
+// after a leading ".\n0 0 0 0\n" that tells the client stat information
+// is there (XrdXrootdProtocol::do_DirStat). Long listings go in
+// kXR_oksofar parts.
+func (c *conn) dirlist(h *header, data []byte) error {
+	p, _, err := splitPath(data)
+	if err != nil {
+		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
+	}
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	list, err := c.s.ns.List(ctx, p)
+	key := "dirlist " + p
+	if err != nil {
+		return c.sendFailure(h.sid(), key, codeArgInvalid, err)
+	}
+	c.answered(key)
+	dstat := h.params()[15]&(dirlistDStat|dirlistDCksm) != 0
+	var b []byte
+	if dstat {
+		b = append(b, ".\n0 0 0 0\n"...)
+	}
+	const part = 64 << 10
+	for _, e := range list {
+		if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, "\n\x00") {
+			continue
+		}
+		b = append(b, e.Name...)
+		b = append(b, '\n')
+		if dstat {
+			b = append(b, statLine(strings.TrimSuffix(p, "/")+"/"+e.Name, e)...)
+			b = append(b, '\n')
+		}
+		if len(b) >= part {
+			if err := c.send(h.sid(), uint16(xrdproto.OkSoFar), b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	if n := len(b); n > 0 {
+		b[n-1] = 0
+	}
+	return c.send(h.sid(), uint16(xrdproto.Ok), b)
+}
+
+// locate answers kXR_locate with every place the client can read path
+// from: "Sr<host:port>" for each root:// replica, and the door itself
+// for directories (xrdfs ls locates the directory, then lists it at
+// each server named) and for files with replicas of other schemes,
+// which the door serves.
+func (c *conn) locate(h *header, data []byte) error {
+	p, _, err := splitPath(bytes.TrimPrefix(data, []byte("*")))
+	if err != nil {
+		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
+	}
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	key := "locate " + p
+	info, err := c.s.ns.Stat(ctx, p)
+	if err != nil {
+		return c.sendFailure(h.sid(), key, codeArgInvalid, err)
+	}
+	var locs []string
+	self := false
+	if info.IsDir {
+		self = true
+	} else {
+		reps, err := c.s.ns.Replicas(ctx, p)
+		if err != nil {
+			return c.sendFailure(h.sid(), key, codeArgInvalid, err)
+		}
+		seen := map[string]bool{}
+		for _, u := range reps {
+			if !isRoot(u) {
+				self = true
+				continue
+			}
+			hp := hostPort(u)
+			if !seen[hp] {
+				seen[hp] = true
+				locs = append(locs, "Sr"+hp)
+			}
+		}
+		if len(reps) == 0 {
+			self = true
+		}
+	}
+	if self {
+		locs = append(locs, "Sr"+c.selfAddr())
+	}
+	c.answered(key)
+	return c.send(h.sid(), uint16(xrdproto.Ok), append([]byte(strings.Join(locs, " ")), 0))
+}
+
+// selfAddr is the door's address as clients reach it.
+func (c *conn) selfAddr() string {
+	if c.s.opts.Advertise != "" {
+		return c.s.opts.Advertise
+	}
+	if a, ok := c.nc.LocalAddr().(*net.TCPAddr); ok {
+		ip := a.IP
+		if v4 := ip.To4(); v4 != nil {
+			ip = v4
+		}
+		return net.JoinHostPort(ip.String(), strconv.Itoa(a.Port))
+	}
+	return addrString(c.nc.LocalAddr())
+}
+
+// isRoot reports whether u is a URL an XRootD client can be sent to.
+func isRoot(u *url.URL) bool {
+	switch strings.ToLower(u.Scheme) {
+	case "root", "roots", "xroot", "xroots":
+		return u.Host != ""
+	}
+	return false
+}
+
+// hostPort is u's host:port, 1094 (the XRootD port) when u names none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "1094"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// queryConfig is kXR_query type kXR_Qconfig.
+const queryConfig = 7
+
+// configValue is what kXR_Qconfig answers for name: a value for the
+// names lakefed knows, the name itself otherwise, as XRootD answers it.
+// uproot and fsspec-xrootd ask for the readv limits before vector reads
+// and fail without them.
+func configValue(name string) string {
+	switch name {
+	case "readv_iov_max":
+		return strconv.Itoa(maxReadVItems)
+	case "readv_ior_max":
+		return strconv.Itoa(maxReadVItem)
+	case "bind_max":
+		return "0"
+	case "chksum":
+		return "0:adler32"
+	case "role":
+		return "manager"
+	case "version":
+		return "lakefed"
+	}
+	return name
+}
+
+// query answers kXR_query for checksums (kXR_Qcksum: "adler32 <hex>",
+// or the algorithm the cks.type CGI names) and configuration
+// (kXR_Qconfig: one line per name asked). Other queries are
+// kXR_Unsupported.
+func (c *conn) query(h *header, data []byte) error {
+	switch t := u16(h.params(), 0); t {
+	case query.Checksum:
+	case queryConfig:
+		var b []byte
+		for _, name := range strings.Fields(string(bytes.TrimRight(data, "\x00"))) {
+			b = append(append(b, configValue(name)...), '\n')
+		}
+		return c.send(h.sid(), uint16(xrdproto.Ok), b)
+	default:
+		c.s.countError(classProtocol)
+		return c.sendError(h.sid(), codeUnsupported, fmt.Sprintf("kXR_query type %d is not supported by lakefed (only kXR_Qcksum and kXR_Qconfig)", t))
+	}
+	p, cgi, err := splitPath(data)
+	if err != nil {
+		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
+	}
+	algo := strings.ToLower(cgi.Get("cks.type"))
+	if algo == "" {
+		algo = "adler32"
+	}
+	ctx, cancel := c.reqCtx()
+	defer cancel()
+	sum, err := c.s.ns.Checksum(ctx, p, algo)
+	key := "query " + p
+	if err != nil {
+		return c.sendFailure(h.sid(), key, codeArgInvalid, err)
+	}
+	c.answered(key)
+	return c.send(h.sid(), uint16(xrdproto.Ok), append([]byte(algo+" "+sum), 0))
+}
+
+// redirectTarget picks the replica an open for read is sent to: the
+// first root:// one whose host is not in tried (the hosts XrdCl names
+// after failing there; "host" or "host:port") and that is not the door
+// itself (self, host:port: a loop). ok is false when there is none and
+// the door serves the file itself.
+func redirectTarget(reps []*url.URL, tried, self string) (*url.URL, bool) {
+	skip := map[string]bool{strings.ToLower(self): true}
+	for t := range strings.SplitSeq(tried, ",") {
+		if t = strings.ToLower(strings.TrimSpace(t)); t != "" {
+			skip[t] = true
+		}
+	}
+	for _, u := range reps {
+		if !isRoot(u) {
+			continue
+		}
+		if skip[strings.ToLower(u.Hostname())] || skip[strings.ToLower(hostPort(u))] {
+			continue
+		}
+		return u, true
+	}
+	return nil, false
+}
+
+// redirectBody is the kXR_redirect body sending the open of path to u:
+// port and host when u's path is path, which the client then asks for
+// there; otherwise port 0 and u as a whole URL, whose path XrdCl puts in
+// the request instead (XrdClXRootDMsgHandler, RewriteRequestRedirect).
+// The client's CGI is not repeated: it keeps its own.
+func redirectBody(u *url.URL, p string) []byte {
+	up, err := httpx.CleanPath(u.Path)
+	b := make([]byte, 4, 64)
+	if err == nil && up == p {
+		port, _ := strconv.Atoi(u.Port())
+		if port == 0 {
+			port = 1094
+		}
+		b[0], b[1], b[2], b[3] = byte(port>>24), byte(port>>16), byte(port>>8), byte(port)
+		host := u.Hostname()
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		b = append(b, host...)
+		if u.RawQuery != "" {
+			b = append(b, '?')
+			b = append(b, u.RawQuery...)
+		}
+		return b
+	}
+	v := *u
+	if v.Path != "" && !strings.HasPrefix(v.Path, "//") {
+		v.Path = "/" + v.Path // root://host//abs/path: XRootD's absolute form
+	}
+	return append(b, v.String()...)
+}
