@@ -120,6 +120,8 @@ func (f *Federator) serveNamespace(w http.ResponseWriter, r *http.Request) {
 		f.serveDelete(rq)
 	case "MKCOL":
 		f.serveMkcol(rq)
+	case "COPY":
+		f.serveCopy(rq)
 	case http.MethodOptions:
 		h := w.Header()
 		h.Set("Allow", allow)
@@ -131,7 +133,7 @@ func (f *Federator) serveNamespace(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-const allow = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND"
+const allow = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, COPY"
 
 // siteOf returns the value of SiteParam in a raw query string, or "".
 func siteOf(raw string) string {

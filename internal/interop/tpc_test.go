@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/server/servertest"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/storage/storagetest"
 	"github.com/lakefed/lakefed/internal/testenv"
@@ -136,4 +138,22 @@ func TestTPCGfalXRootD(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { gfalTPC(t, tc.mode, tc.src, tc.dst, uint64(10+i)) })
 	}
+}
+
+// TestTPCGfalThroughFederator: FTS-style copies through a federator. A
+// pull COPY to the federator is sent (307) to the storage site where the
+// file is placed, a push COPY to the site holding the file; the sites
+// run the copy with the remote lakefed storage role, and the bytes never
+// pass the federator.
+func TestTPCGfalThroughFederator(t *testing.T) {
+	testenv.Require(t, "gfal-copy")
+	fed := servertest.Start(t, servertest.Options{Sites: 1, Configure: func(c *config.Config) {
+		c.Storage[0].TPC = true
+		c.Storage[0].TPCMarkerInterval = config.Duration(10 * time.Millisecond)
+	}})
+	site := fed.Sites[0]
+	f := tpcEnd{name: "federator", url: fed.URL + "/", dir: site.Dir}
+	remote := storageEnd(t, "remote")
+	t.Run("pull into the federation", func(t *testing.T) { gfalTPC(t, "pull", remote, f, 21) })
+	t.Run("push out of the federation", func(t *testing.T) { gfalTPC(t, "push", f, remote, 22) })
 }

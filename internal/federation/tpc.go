@@ -1,0 +1,102 @@
+package federation
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+)
+
+// serveCopy answers a WLCG HTTP third-party copy (COPY with Source: a
+// pull; COPY with a Destination on another host: a push) by sending the
+// client, with 307, to the storage endpoint that does the copy: for a
+// pull the endpoint where a PUT of the path would be placed, for a push
+// the best replica of the path. The copy runs between the two storage
+// elements, as FTS wants; the bytes never pass the federator, whose
+// rules (auth) the client has already passed here. The endpoint must be
+// one clients can reach and must have third-party copy turned on (tpc:
+// true on a lakefed storage role, XrdHttpTPC, dCache, StoRM).
+//
+// A COPY within the namespace (Destination on this federator) is not a
+// third-party copy and is refused: replicas are made by writing.
+func (f *Federator) serveCopy(rq *request) {
+	w, r, s, p := rq.w, rq.r, rq.s, rq.p
+	src := r.Header.Get("Source")
+	dst := r.Header.Get("Destination")
+	var pull bool
+	switch {
+	case src != "":
+		pull = true
+	case dst != "":
+		u, err := url.Parse(dst)
+		if err != nil || u.Host == "" || strings.EqualFold(u.Host, r.Host) {
+			httpError(w, http.StatusNotImplemented, "lakefed: COPY within the federation is not supported; a third-party copy names a remote Source or Destination")
+			return
+		}
+	default:
+		httpError(w, http.StatusBadRequest, "lakefed: COPY needs a Source (pull) or a Destination (push) header")
+		return
+	}
+	var to *member
+	var where string
+	if pull {
+		cands, down := writable(s, p, rq.hops)
+		if len(cands) == 0 {
+			if down > 0 {
+				pathUnavailable(rq, nil)
+				httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed: %s: every writable endpoint for this path is down", p))
+				return
+			}
+			httpError(w, http.StatusForbidden, fmt.Sprintf("lakefed: %s: no writable endpoint holds this path", p))
+			return
+		}
+		e := f.locate(r.Context(), s, p, rq.hops, false)
+		to = f.placeWrite(s, p, cands, e)
+		where = to.endpointPath(p)
+		s.invalidate(p, s.cfg.MetadataCache.NegativeTTL.D())
+	} else {
+		e := f.lookup(r.Context(), s, p, rq.hops)
+		if e.status != http.StatusOK {
+			f.writeMissing(rq, e)
+			return
+		}
+		if e.isDir {
+			httpError(w, http.StatusForbidden, fmt.Sprintf("lakefed: %s: is a directory", p))
+			return
+		}
+		rk := f.rank(s, e, clientAddr(r), nil, nil)
+		for _, x := range rk {
+			if !x.r.m.proxy {
+				to, where = x.r.m, x.r.path
+				break
+			}
+		}
+		if to == nil {
+			httpError(w, http.StatusNotImplemented, fmt.Sprintf("lakefed: %s: no replica is on an endpoint a third-party copy can be sent to", p))
+			return
+		}
+	}
+	if to.proxy {
+		httpError(w, http.StatusNotImplemented, fmt.Sprintf("lakefed: %s: endpoint %s is not reachable by clients, so it cannot run a third-party copy", p, to.name))
+		return
+	}
+	op := endpoint.OpRead
+	if pull {
+		op = endpoint.OpWrite
+	}
+	u, err := endpoint.RedirectURL(r.Context(), to.ep, where, op)
+	if err != nil {
+		httpError(w, http.StatusNotImplemented, fmt.Sprintf("lakefed: %s: endpoint %s gives no URL to send a third-party copy to: %v", p, to.name, err))
+		return
+	}
+	if _, ok := to.ep.(endpoint.Presigner); ok {
+		// A pre-signed S3 URL is for one method, not for COPY.
+		httpError(w, http.StatusNotImplemented, fmt.Sprintf("lakefed: %s: endpoint %s (S3) does not run third-party copies", p, to.name))
+		return
+	}
+	to.mm.redirects.Inc()
+	w.Header().Set("Location", u.String())
+	w.WriteHeader(http.StatusTemporaryRedirect)
+}
