@@ -13,11 +13,14 @@ test: deps vet
 	$(GO) test -timeout 15m ./cmd/...
 	$(MAKE) fuzz
 
-# The fuzz targets, each for FUZZTIME: the federator's proxied ranges and
-# the storage role's PUT headers. Seeds run in every go test too.
+# The fuzz targets, each for FUZZTIME: the federator's proxied ranges,
+# the storage role's PUT headers, bearer tokens and Authorization headers,
+# and the root:// door's request frames. Seeds run in every go test too.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzProxyRange$$' -fuzztime $(FUZZTIME) ./internal/federation/
 	$(GO) test -run '^$$' -fuzz '^FuzzPutHeaders$$' -fuzztime $(FUZZTIME) ./internal/storage/
+	$(GO) test -run '^$$' -fuzz '^FuzzBearer$$' -fuzztime $(FUZZTIME) ./internal/auth/
+	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./internal/xrootd/
 
 deps:
 	./scripts/install-deps.sh
