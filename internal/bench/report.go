@@ -159,6 +159,9 @@ func writeSummaryRows(row func(k, f string, a ...any), summary any) {
 		row("requests", "%d, median %s, mean %s", s.Calls, formatBytes(s.MedianSize), formatBytes(s.MeanSize))
 		row("bytes read", "%s of %s (%.1f %%)", formatBytes(float64(s.BytesRead)), formatBytes(float64(s.FileSize)), 100*s.ReadFraction)
 		row("reads by groot", "%d", s.ReaderCalls)
+		if s.Cache != nil {
+			row("cache saw", "%s", s.Cache)
+		}
 	case map[string]any: // a stored summary of an unknown kind
 		for k, v := range s {
 			row(k, "%v", v)

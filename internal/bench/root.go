@@ -71,6 +71,9 @@ type ROOTSummary struct {
 	ReaderCalls      int `json:"reader_calls"`
 	PrefetchRequests int `json:"prefetch_requests"`
 	PrefetchRanges   int `json:"prefetch_ranges"`
+	// Cache is how the server saw the run's reads when it is a lakefed
+	// cache (its /api/cache/files); nil for any other server.
+	Cache *CacheSaw `json:"cache,omitempty"`
 }
 
 // ROOT opens a ROOT file on t through a ranged reader that counts every
@@ -104,6 +107,14 @@ func ROOT(ctx context.Context, t *Target, o ROOTOptions) (*Result, error) {
 		return fmt.Sprintf("root: %s %s", stage, o.File)
 	})
 	defer stop()
+
+	// A cache in front of the file counts every read; what it counted
+	// before the run is taken off after it.
+	var cacheBefore cachePattern
+	cached := false
+	if t.base != nil {
+		cacheBefore, cached = t.cachePattern(ctx, t.fileURL(o.File))
+	}
 
 	t0 := time.Now()
 	size, err := t.stat(ctx, o.File)
@@ -172,6 +183,11 @@ func ROOT(ctx context.Context, t *Target, o ROOTOptions) (*Result, error) {
 		s.ReadFraction = float64(s.BytesRead) / float64(size)
 	}
 	res.Ended = time.Now()
+	if cached {
+		if after, ok := t.cachePattern(ctx, t.fileURL(o.File)); ok {
+			s.Cache = cacheSaw(cacheBefore, after)
+		}
+	}
 	res.Site = t.servedSite(context.WithoutCancel(ctx))
 	return res, nil
 }

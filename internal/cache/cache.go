@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -148,6 +149,7 @@ type Cache struct {
 	bufs   sync.Pool     // *[]byte of BlockSize
 	sf     singleflight.Group
 	purgec chan struct{} // a purge is wanted
+	epochs atomic.Uint64 // the last epoch given to a file version
 
 	mu     sync.Mutex // guards files, and the totals
 	files  map[string]*file
@@ -250,6 +252,7 @@ func (c *Cache) scan() error {
 				_ = os.Remove(strings.TrimSuffix(p, ".meta") + ".data")
 				return nil
 			}
+			f.epoch = c.epochs.Add(1)
 			c.files[f.path] = f
 			c.bytes += f.bytes
 			c.inodes += 2
@@ -366,7 +369,7 @@ func (c *Cache) confirm(f *file, in endpoint.Info) error {
 	}
 	c.account(-f.bytes, inodes)
 	c.dropPrefetchedLocked(f)
-	if err := f.resetLocked(hdr); err != nil {
+	if err := f.resetLocked(hdr, c.epochs.Add(1)); err != nil {
 		return fmt.Errorf("cache: %s: %w: %w", f.path, err, endpoint.ErrUnavailable)
 	}
 	f.checked = time.Now()
@@ -391,7 +394,7 @@ func (c *Cache) remove(f *file, unpinnedOnly bool) bool {
 		return false
 	}
 	f.gone = true
-	f.epoch++
+	f.epoch = c.epochs.Add(1)
 	c.dropPrefetchedLocked(f)
 	bytes, known := f.bytes, f.known
 	f.closeMetaLocked()
@@ -476,4 +479,13 @@ func (c *Cache) randN(n int64) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rnd.Int64N(n)
+}
+
+// Forget drops the cached blocks of p: the process changed the file (a
+// write through the federator or the buffer in front of the cache), and
+// a reader must not see the old version until the next revalidation.
+func (c *Cache) Forget(p string) {
+	if f := c.peek(p); f != nil {
+		c.drop(f)
+	}
 }

@@ -629,3 +629,22 @@ func TestDeletedAtOrigin(t *testing.T) {
 		t.Errorf("usage after the file went = %+v, want nothing", u)
 	}
 }
+
+// A path forgotten (written through the process) and read again is
+// served new, never from blocks of the version before kept in RAM: each
+// version has an epoch of its own.
+func TestForgetThenNewVersion(t *testing.T) {
+	o := startOrigin(t)
+	v1, v2 := random(block/2, 51), random(block/2+100, 52)
+	o.write(t, "f", v1)
+	n := startCache(t, cache.Config{BlockSize: block}, o.ep)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, v1) {
+		t.Fatal("v1 differs")
+	}
+	o.write(t, "f", v2)
+	n.Forget("/f")
+	resp, b := get(t, n.URL+"/f")
+	if resp.StatusCode != 200 || !bytes.Equal(b, v2) {
+		t.Fatalf("after Forget: %d, %d bytes, want v2 (%d)", resp.StatusCode, len(b), len(v2))
+	}
+}

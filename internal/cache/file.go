@@ -80,7 +80,9 @@ type file struct {
 	mu sync.Mutex // guards what follows
 	// epoch changes when the blocks are dropped (a new version, a purge):
 	// a fill of an older epoch writes into an unlinked inode and marks
-	// nothing.
+	// nothing. Epochs come from one counter of the cache (Cache.epochs),
+	// so no two versions of a path, in this entry or in one made after
+	// it was dropped, share one: the RAM blocks are keyed by it.
 	epoch   uint64
 	hdr     header
 	known   bool      // hdr describes an origin version (else: never looked up)
@@ -135,8 +137,8 @@ func (h header) blockLen(i int64) int64 {
 // resetLocked drops every block and starts the files afresh for the
 // version hdr: a new data file (new inode) and a block map holding only
 // the header. Fills of the old epoch go on into the unlinked old inode.
-func (f *file) resetLocked(hdr header) error {
-	f.epoch++
+func (f *file) resetLocked(hdr header, epoch uint64) error {
+	f.epoch = epoch
 	f.closeMetaLocked()
 	_ = os.Remove(f.dataPath())
 	_ = os.Remove(f.metaPath())

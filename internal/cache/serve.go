@@ -518,6 +518,10 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 			return err
 		}
 		lo, hi := off-i*bs, min(end-i*bs, int64(len(b)))
+		if hi <= lo {
+			// A block shorter than its version says: never loop on it.
+			return fmt.Errorf("cache: %s: block %d has %d bytes, want more than %d", f.path, i, len(b), lo)
+		}
 		if _, err := w.Write(b[lo:hi]); err != nil {
 			return err
 		}

@@ -56,6 +56,9 @@ type Config struct {
 	Tests *Tests `yaml:"tests"`
 	// Cache runs a read-through block cache (cache.go). Nil: none.
 	Cache *Cache `yaml:"cache"`
+	// Buffer runs a write buffer in front of the federator (buffer.go).
+	// Nil: none.
+	Buffer *Buffer `yaml:"buffer"`
 	// TLSCert and TLSKey turn on HTTPS on the federator's listener and
 	// the cache's own (storage servers have their own pair). Both or
 	// neither.
@@ -602,6 +605,7 @@ func (c *Config) Validate() error {
 		v.errorf("tls_cert", "tls_cert and tls_key go together")
 	}
 	c.Auth.validate(v, "auth")
+	c.Buffer.validate(v, "buffer", c.Federation)
 	return errors.Join(v.errs...)
 }
 

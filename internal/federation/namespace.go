@@ -303,3 +303,8 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Forget drops what the metadata cache holds for p: another role of the
+// process changed the path under the federator (a buffered file retired
+// after its migration, whose replicas are now the answer).
+func (f *Federator) Forget(p string) { f.snap.Load().invalidate(p, 0) }

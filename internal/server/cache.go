@@ -14,6 +14,7 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // cacheConfig maps the cache section onto the cache role's own config.
@@ -51,7 +52,7 @@ func (r *cacheRole) start(ctx context.Context, s *Server) error {
 	cs := s.cfg.Cache
 	var origin endpoint.Endpoint
 	if cs.Origin == config.OriginFederation {
-		origin = s.fed.Namespace()
+		origin = s.namespace()
 	} else {
 		ep, err := kinds.New(ctx, endpoint.Config{Name: "origin", URL: cs.Origin}, s.log)
 		if err != nil {
@@ -129,6 +130,13 @@ func withCache(namespace http.Handler, c *cache.Cache, fedRegistry *prometheus.R
 			files.ServeHTTP(w, r)
 		default:
 			namespace.ServeHTTP(w, r)
+			if r.Method != "PROPFIND" && r.Method != http.MethodOptions {
+				// A write, a delete, a move: the cached version is
+				// no longer the file's (read your writes).
+				if cp, err := httpx.CleanPath(p); err == nil {
+					c.Forget(cp)
+				}
+			}
 		}
 	})
 }

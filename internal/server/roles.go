@@ -40,6 +40,9 @@ func (s *Server) plan() []role {
 	if s.cfg.Federation != nil {
 		rs = append(rs, &resultsRole{}, &federatorRole{})
 	}
+	if s.cfg.Buffer != nil {
+		rs = append(rs, &bufferRole{}) // before the cache and the doors, which read through it
+	}
 	if s.cfg.Cache != nil {
 		rs = append(rs, &cacheRole{}) // before the front, which may route reads to it
 		if s.cfg.Cache.ListenXroot != "" {
@@ -173,7 +176,11 @@ func (r *dashboardRole) start(_ context.Context, s *Server) error {
 	if s.tests != nil {
 		tests = s.tests
 	}
-	s.dash = web.New(web.Options{Store: s.store, Federator: s.fed, Tests: tests, Log: s.log})
+	opts := web.Options{Store: s.store, Federator: s.fed, Tests: tests, Log: s.log}
+	if s.cache != nil {
+		opts.Cache = s.cache // not a nil *cache.Cache: the page is shown only with a cache
+	}
+	s.dash = web.New(opts)
 	r.run(s.runCtx, s.dash.Run)
 	return nil
 }
@@ -200,6 +207,9 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 	}
 	s.frontTLS = tlsCfg != nil
 	ns := s.fed.Handler()
+	if s.buffer != nil {
+		ns = withPath(s.buffer.Wrap(ns), "/api/buffer", s.buffer.StatusHandler())
+	}
 	if s.cache != nil && s.cfg.Cache.Listen == "" {
 		ns = withCache(ns, s.cache, s.fed.Registry())
 	}

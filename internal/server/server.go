@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/auth"
+	"github.com/lakefed/lakefed/internal/buffer"
 	"github.com/lakefed/lakefed/internal/cache"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
@@ -109,6 +110,7 @@ type Server struct {
 	cache     *cache.Cache
 	cacheAddr net.Addr // the cache's own listener, nil when it shares the front
 	auth      *auth.Authorizer
+	buffer    *buffer.Buffer
 	door      *xrootd.Server // the federation's root:// door
 	doorAddr  net.Addr
 	cacheDoor *xrootd.Server // the cache's root:// door

@@ -618,14 +618,19 @@ func (d *Dashboard) servePlot(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, p := range plots {
 		if p.ID == name {
-			w.Header().Set("Content-Type", "image/svg+xml")
-			// The page captions the plot; the file names it in <title>.
-			svg := strings.Replace(string(p.SVG), ">", ">\n<title>"+template.HTMLEscapeString(p.Title)+"</title>", 1)
-			_, _ = w.Write([]byte(`<?xml version="1.0"?>` + "\n" + svg))
+			writeSVGFile(w, p)
 			return
 		}
 	}
 	httpx.WriteError(w, http.StatusNotFound, fmt.Sprintf("web: run %d has no plot %q", id, name))
+}
+
+// writeSVGFile answers with p as an SVG file of its own.
+func writeSVGFile(w http.ResponseWriter, p namedPlot) {
+	w.Header().Set("Content-Type", "image/svg+xml")
+	// The page captions the plot; the file names it in <title>.
+	svg := strings.Replace(string(p.SVG), ">", ">\n<title>"+template.HTMLEscapeString(p.Title)+"</title>", 1)
+	_, _ = w.Write([]byte(`<?xml version="1.0"?>` + "\n" + svg))
 }
 
 type compareRow struct {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"html/template"
 	"image/color"
@@ -29,6 +30,9 @@ type series struct {
 	X, Y []float64
 	// Line joins the points in X order (time series, curves over a ramp).
 	Line bool
+	// Labels, when set, name each point in its tooltip (a file's path)
+	// in place of the series' name.
+	Labels []string
 }
 
 // plotSpec describes one plot.
@@ -50,6 +54,16 @@ type plotSpec struct {
 	// seconds or minutes ago, whichever reads better for the span, and
 	// XLabel is replaced.
 	Ago bool
+	// LogX and LogY draw that axis on a log scale, for quantities that
+	// span decades (read sizes from bytes to MiB, reads from 1 to
+	// 10^5); points not above zero are left out. The ticks fall on
+	// powers of ten, or of two for an axis in bytes (unit "B", labelled
+	// "64 KiB"). A log Y axis clips no outlier.
+	LogX, LogY bool
+	// RefName, when set, draws a dashed horizontal line at y = RefY
+	// across the plot, named in the legend ("whole file read once").
+	RefY    float64
+	RefName string
 	// W and H are the size in points of the data area with its axes
 	// (the legend goes below it); zero: 640 x 280. The SVG scales to its
 	// container's width (viewBox), so they set the aspect ratio and the
@@ -70,11 +84,13 @@ func colorOf(i int) color.RGBA { return palette[i%len(palette)] }
 // gonum has drawn the axes (vgsvg gives its paths no classes). Points
 // above clip (an outlier) are recorded at the top edge, marked clipped.
 type pointsPlotter struct {
-	xys   plotter.XYs
-	color color.RGBA
-	name  string
-	clip  float64 // +Inf: none
-	out   *[]placed
+	xys    plotter.XYs // where the points go (log10 of a value on a log axis)
+	raw    plotter.XYs // the values, for the tooltips
+	labels []string    // per point, or nil
+	color  color.RGBA
+	name   string
+	clip   float64 // +Inf: none
+	out    *[]placed
 }
 
 type placed struct {
@@ -82,18 +98,23 @@ type placed struct {
 	color   color.RGBA
 	series  string
 	vx, vy  float64
+	label   string // the point's own name in its tooltip; "": series
 	clipped bool
 }
 
 func (pp *pointsPlotter) Plot(c draw.Canvas, plt *plot.Plot) {
 	trX, trY := plt.Transforms(&c)
-	for _, p := range pp.xys {
+	for i, p := range pp.xys {
 		y, clipped := p.Y, p.Y > pp.clip
 		if clipped {
 			y = pp.clip
 		}
+		var label string
+		if i < len(pp.labels) {
+			label = pp.labels[i]
+		}
 		*pp.out = append(*pp.out, placed{x: trX(p.X).Points(), y: trY(y).Points(), color: pp.color,
-			series: pp.name, vx: p.X, vy: p.Y, clipped: clipped})
+			series: pp.name, vx: pp.raw[i].X, vy: pp.raw[i].Y, label: label, clipped: clipped})
 	}
 }
 
@@ -160,6 +181,57 @@ func tickLabel(v float64) string {
 	return strconv.FormatFloat(r, 'f', -1, 64)
 }
 
+// logAxis returns the range, in log10 of the values, of a log axis
+// holding lo..hi (both above zero), widened to whole steps so that both
+// ends carry a label, and its ticks: at powers of 10 (a step of one to
+// six decades, so that at most eight are labelled, with unlabelled ticks
+// at 2..9 times each power when the step is one decade), or, for bytes
+// (unit "B"), at powers of 2 labelled with binary prefixes (1 KiB, 8 KiB,
+// 64 KiB).
+//
+// The points are drawn at log10 of their values on a linear axis rather
+// than through plot.LogScale: gonum places the axis label's glyph box at
+// the arithmetic middle of the range, which on a log scale is near one
+// end, and pads the plot for a label that is not there.
+func logAxis(lo, hi float64, unit string) (axMin, axMax float64, ticks plot.Ticker) {
+	base, steps, label := 10.0, []int{1, 2, 3, 4, 6}, tickLabel
+	if unit == "B" {
+		base, steps = 2, []int{1, 2, 3, 5, 10, 20}
+		label = func(v float64) string { return fmtBytes(int64(math.Round(v))) }
+	}
+	logb := func(v float64) float64 { return math.Log(v) / math.Log(base) }
+	var klo, khi, step int
+	for _, step = range steps {
+		klo = int(math.Floor(logb(lo)/float64(step) + 1e-9))
+		khi = int(math.Ceil(logb(hi)/float64(step) - 1e-9))
+		if khi == klo {
+			khi++
+		}
+		if khi-klo <= 8 {
+			break
+		}
+	}
+	pow := func(k int) float64 { return math.Pow(base, float64(k*step)) }
+	// A margin of 3 % beyond the end ticks keeps the points at a power
+	// off the frame and the end labels inside the picture (browsers
+	// often set them in a font wider than the one gonum measured).
+	axMin, axMax = math.Log10(pow(klo)), math.Log10(pow(khi))
+	pad := 0.03 * (axMax - axMin)
+	return axMin - pad, axMax + pad, plot.TickerFunc(func(_, _ float64) []plot.Tick {
+		var out []plot.Tick
+		for k := klo; k <= khi; k++ {
+			v := pow(k)
+			out = append(out, plot.Tick{Value: math.Log10(v), Label: label(v)})
+			if base == 10 && step == 1 && k < khi {
+				for m := 2; m < 10; m++ {
+					out = append(out, plot.Tick{Value: math.Log10(v * float64(m))})
+				}
+			}
+		}
+		return out
+	})
+}
+
 // agoTicks labels an axis of seconds before now in unit seconds (1 or
 // 60): "now", then how long ago.
 func agoTicks(unit float64) plot.Ticker {
@@ -202,10 +274,16 @@ func renderSVG(spec plotSpec) (template.HTML, error) {
 	leg.Top, leg.Left = true, true
 	leg.Padding = vg.Points(2)
 
+	// usable: a point the axes can show (a log axis has no place for
+	// zero or below).
+	usable := func(s series, k int) bool {
+		return k < len(s.Y) && finite(s.X[k]) && finite(s.Y[k]) &&
+			(!spec.LogX || s.X[k] > 0) && (!spec.LogY || s.Y[k] > 0)
+	}
 	var all []float64
 	for _, s := range spec.Series {
 		for k := range s.X {
-			if k < len(s.Y) && finite(s.X[k]) && finite(s.Y[k]) {
+			if usable(s, k) {
 				all = append(all, s.Y[k])
 			}
 		}
@@ -214,14 +292,33 @@ func renderSVG(spec plotSpec) (template.HTML, error) {
 		return "", nil
 	}
 	clip := outlierClip(all)
+	if spec.LogY {
+		clip = math.Inf(1) // a log axis has room for the outliers
+	}
 
+	// at is where a value goes on an axis: its log10 on a log axis.
+	at := func(log bool, v float64) float64 {
+		if log {
+			return math.Log10(v)
+		}
+		return v
+	}
 	var pts []placed
+	xmin, ymin := math.Inf(1), math.Inf(1)
 	xmax, ymax := math.Inf(-1), math.Inf(-1)
 	for i, s := range spec.Series {
-		var xys plotter.XYs
+		var xys, raw plotter.XYs
+		var labels []string
 		for k := range s.X {
-			if k < len(s.Y) && finite(s.X[k]) && finite(s.Y[k]) {
-				xys = append(xys, plotter.XY{X: s.X[k], Y: s.Y[k]})
+			if usable(s, k) {
+				xys = append(xys, plotter.XY{X: at(spec.LogX, s.X[k]), Y: at(spec.LogY, s.Y[k])})
+				raw = append(raw, plotter.XY{X: s.X[k], Y: s.Y[k]})
+				if k < len(s.Labels) {
+					labels = append(labels, s.Labels[k])
+				} else if s.Labels != nil {
+					labels = append(labels, "")
+				}
+				xmin, ymin = math.Min(xmin, s.X[k]), math.Min(ymin, s.Y[k])
 				xmax, ymax = math.Max(xmax, s.X[k]), math.Max(ymax, math.Min(s.Y[k], clip))
 			}
 		}
@@ -238,11 +335,30 @@ func renderSVG(spec plotSpec) (template.HTML, error) {
 			l.Width = vg.Points(1)
 			p.Add(l)
 		}
-		pp := &pointsPlotter{xys: xys, color: c, name: s.Name, clip: clip, out: &pts}
+		pp := &pointsPlotter{xys: xys, raw: raw, labels: labels, color: c, name: s.Name, clip: clip, out: &pts}
 		p.Add(pp)
 		if s.Name != "" {
 			leg.Add(s.Name, pp)
 		}
+	}
+	if spec.RefName != "" && (!spec.LogY || spec.RefY > 0) {
+		ymin, ymax = math.Min(ymin, spec.RefY), math.Max(ymax, spec.RefY)
+	}
+	if spec.LogX {
+		p.X.Min, p.X.Max, p.X.Tick.Marker = logAxis(xmin, xmax, spec.XUnit)
+	}
+	if spec.LogY {
+		p.Y.Min, p.Y.Max, p.Y.Tick.Marker = logAxis(ymin, ymax, spec.YUnit)
+	}
+	if spec.RefName != "" && (!spec.LogY || spec.RefY > 0) {
+		ref, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: at(spec.LogY, spec.RefY)}, {X: p.X.Max, Y: at(spec.LogY, spec.RefY)}})
+		if err != nil {
+			return "", fmt.Errorf("web: plot %s: %w", spec.ID, err)
+		}
+		ref.Color = color.Gray{Y: 120}
+		ref.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(ref)
+		leg.Add(spec.RefName, ref)
 	}
 	if spec.Diagonal {
 		top := math.Max(xmax, ymax)
@@ -259,7 +375,7 @@ func renderSVG(spec plotSpec) (template.HTML, error) {
 		leg.Add("y = x", d)
 		p.X.Min, p.Y.Min = 0, 0
 	}
-	if spec.YMin0 {
+	if spec.YMin0 && !spec.LogY {
 		p.Y.Min = math.Min(p.Y.Min, 0)
 		if p.Y.Max <= p.Y.Min {
 			p.Y.Max = p.Y.Min + 1
@@ -341,7 +457,8 @@ func injectPoints(svg string, spec plotSpec, pts []placed) string {
 		fmt.Fprintf(&b, `<circle class="%s" cx="%.2f" cy="%.2f" r="2.6" fill="%s" fill-opacity="0.85"`+
 			` data-series="%s"%s><title>%s: %s, %s</title></circle>`+"\n",
 			PointClass, p.x, p.y, fill, template.HTMLEscapeString(p.series), clipped,
-			template.HTMLEscapeString(p.series), tipValue(p.vx, spec.XUnit, spec.Ago), tipValue(p.vy, spec.YUnit, false))
+			template.HTMLEscapeString(cmp.Or(p.label, p.series)), tipValue(p.vx, spec.XUnit, spec.Ago),
+			tipValue(p.vy, spec.YUnit, false))
 	}
 	b.WriteString("</g>\n")
 	b.WriteString(svg[end:])
@@ -352,6 +469,9 @@ func injectPoints(svg string, spec plotSpec, pts []placed) string {
 func tipValue(v float64, unit string, ago bool) string {
 	if ago {
 		v = -v
+	}
+	if unit == "B" {
+		return fmtBytes(int64(math.Round(v)))
 	}
 	s := strconv.FormatFloat(v, 'f', -1, 64)
 	if a := math.Abs(v); a != 0 && (a < 0.01 || a >= 1e6) || len(s) > 8 {

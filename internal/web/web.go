@@ -4,11 +4,12 @@
 // against expected open rate with the y = x line, failure fraction, block
 // read time, read rate and I/O wait against jobs, time series of open and
 // read times per endpoint and protocol) and side-by-side comparison of
-// runs. Plots are drawn on the server with gonum/plot as inline SVG, so the
+// runs, and, when the process runs a cache, how jobs read through it
+// (/ui/cache). Plots are drawn on the server with gonum/plot as inline SVG, so the
 // page needs no JavaScript and no internet access; a JSON API under
 // /ui/api serves the same data to scripts.
 //
-//	dash := web.New(web.Options{Store: st, Federator: fed, Tests: sched, Log: log})
+//	dash := web.New(web.Options{Store: st, Federator: fed, Tests: sched, Cache: c, Log: log})
 //	go dash.Run(ctx) // latency history of the federator's endpoints
 //	srv := &http.Server{Handler: web.Front(fed.Handler(), dash)}
 package web
@@ -28,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/cache"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/results"
@@ -43,6 +45,14 @@ type TestStatus interface {
 	Status() sitetest.Status
 }
 
+// CacheSource is what the dashboard reads of a cache (*cache.Cache
+// implements it): its usage and group, and the access pattern of each
+// file. Both are called on every request of /ui/cache, concurrently.
+type CacheSource interface {
+	Status() cache.Status
+	Files() []cache.FilePattern
+}
+
 // Options configure the dashboard.
 type Options struct {
 	// Store holds the bench runs. Required.
@@ -52,6 +62,11 @@ type Options struct {
 	Federator *federation.Federator
 	// Tests, when not nil, shows the scheduled tests' state.
 	Tests TestStatus
+	// Cache, when not nil, adds the cache page (/ui/cache) and its link
+	// in the navigation, and its data under /ui/api/cache. Nil: no cache
+	// page (404). Leave it unset rather than setting a nil *cache.Cache,
+	// which is a CacheSource that is not nil.
+	Cache CacheSource
 	// Log receives errors of page rendering. Nil: slog.Default().
 	Log *slog.Logger
 	// PollInterval is how often Run samples the endpoints' latency.
@@ -104,7 +119,10 @@ func New(o Options) *Dashboard {
 		o.RecentRuns = 40
 	}
 	d := &Dashboard{o: o, log: o.Log.With("component", "web"), ring: map[string]*latRing{}}
-	d.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(assets, "templates/*.html"))
+	// hasCache is per dashboard: the navigation links the cache page only
+	// when there is one.
+	hasCache := template.FuncMap{"hasCache": func() bool { return o.Cache != nil }}
+	d.tmpl = template.Must(template.New("").Funcs(funcs).Funcs(hasCache).ParseFS(assets, "templates/*.html"))
 	static, _ := fs.Sub(assets, "static")
 	m := http.NewServeMux()
 	m.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
@@ -118,6 +136,10 @@ func New(o Options) *Dashboard {
 	m.HandleFunc("GET /ui/api/runs/{id}", d.apiRun)
 	m.HandleFunc("GET /ui/api/sites", d.apiSites)
 	m.HandleFunc("GET /ui/api/endpoints", d.apiEndpoints)
+	m.HandleFunc("GET /ui/cache", d.serveCache)
+	m.HandleFunc("GET /ui/plot/cache/{name}", d.serveCachePlot)
+	m.HandleFunc("GET /ui/api/cache", d.apiCache)
+	m.HandleFunc("GET /ui/api/cache/files", d.apiCacheFiles)
 	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
 	d.mux = m
 	return d

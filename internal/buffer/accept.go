@@ -1,0 +1,380 @@
+package buffer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+)
+
+// growChunk is how much more space an upload of unknown length asks for
+// each time it outgrows what it was promised.
+const growChunk = 8 << 20
+
+// recvBuf is the size of one read of an upload.
+const recvBuf = 1 << 20
+
+// servePut takes a PUT of the clean path p under pre into the buffer:
+// it reserves the space (refusing before it reads a byte when the length
+// is known and there is none), streams the body into tmp/ computing
+// adler32 (and md5, crc32c when the client sent or asked for one),
+// checks any Digest or Content-MD5, fsyncs, renames into data/, fsyncs
+// data/, commits the journal row, and only then answers: 201, or 204 when
+// it replaced a version the buffer held, with "Digest: adler32=…" (and
+// md5 when Want-Digest asks). On any failure before the commit nothing is
+// kept and nothing is journaled.
+//
+// Status: 400 Content-Range (no partial PUT, RFC 9110 §14.5, as the
+// storage role), a bad or mismatching digest, a body shorter than its
+// Content-Length; 405 the root; 409 a buffered file in the way (a parent
+// that is a file, or a path that is a buffered directory); 507 full (or
+// 307 to the first target with when_full: direct, while no byte is read);
+// 500 the local disk or the journal failed.
+func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre *Prefix) {
+	if p == "/" {
+		httpx.WriteError(w, http.StatusMethodNotAllowed, "cannot PUT the root collection")
+		return
+	}
+	if _, ok := r.Header["Content-Range"]; ok {
+		httpx.WriteError(w, http.StatusBadRequest, "Content-Range on PUT: partial PUT is not supported")
+		return
+	}
+	want, reason := wantedDigests(r.Header)
+	if reason != "" {
+		httpx.WriteError(w, http.StatusBadRequest, reason)
+		return
+	}
+	if msg := b.conflict(p); msg != "" {
+		httpx.WriteError(w, http.StatusConflict, msg)
+		return
+	}
+	ctx := r.Context()
+	if code := b.preconditions(r, p, pre); code != 0 {
+		httpx.WriteError(w, code, http.StatusText(code))
+		return
+	}
+	wantMD5 := false
+	for _, a := range httpx.ParseWantDigest(r.Header.Get("Want-Digest")) {
+		if a == httpx.MD5 {
+			wantMD5 = true
+		}
+	}
+	e, replaced, err := b.accept(ctx, p, pre, r.Body, r.ContentLength, want, wantMD5)
+	if err == errFull {
+		b.full(w, r, p, pre)
+		return
+	}
+	if err != nil {
+		code, msg, ok := httpx.StatusOf(err)
+		if !ok || code >= 500 {
+			b.log.ErrorContext(ctx, "buffer a PUT", "path", p, "err", err)
+		}
+		httpx.WriteError(w, code, msg)
+		return
+	}
+	sums := e.info().Checksums
+	h := w.Header()
+	algos := []string{httpx.Adler32}
+	if wantMD5 {
+		algos = append(algos, httpx.MD5)
+	}
+	h.Set("Digest", httpx.FormatDigest(sums, algos...))
+	h.Set("Etag", `"`+e.etag()+`"`)
+	h.Set("Content-Length", "0")
+	if replaced {
+		w.WriteHeader(http.StatusNoContent)
+	} else {
+		w.WriteHeader(http.StatusCreated)
+	}
+}
+
+// errFullLate is running out of room after part of the body was read:
+// the upload fails (507) and nothing is kept.
+// It does not wrap errFull, which means "nothing read yet".
+var errFullLate = httpx.NewError(http.StatusInsufficientStorage, "buffer full", nil)
+
+// accept stores body (size bytes, or -1 unknown) as the newest version
+// of the clean path p under pre, and journals it: the body streams into
+// tmp/ with adler32 (and md5 with wantMD5, and whatever want names)
+// computed on the way, is checked against want, fsynced, renamed into
+// data/, data/ fsynced, and the row committed. Only then does it return
+// the entry, and whether it replaced a buffered version. It returns
+// errFull, before a byte is read, when the space cannot be promised
+// (the whole size when known, a first byte otherwise); other errors are
+// *httpx.Error with the status to answer. On any error nothing is kept
+// and nothing is journaled.
+func (b *Buffer) accept(ctx context.Context, p string, pre *Prefix, body io.Reader, size int64, want map[string]string, wantMD5 bool) (*entry, bool, error) {
+	// A known length is promised whole before a byte is read; an unknown
+	// one needs room for its first byte, and grows as it arrives.
+	first := size
+	if first < 0 {
+		first = 1
+	}
+	res, err := b.reserve(ctx, first)
+	if err != nil {
+		return nil, false, errFull
+	}
+	defer res.done()
+	fsErr := func(what string, err error) error {
+		return httpx.NewError(statusOfFS(err), "cannot store the upload", fmt.Errorf("%s: %w", what, err))
+	}
+
+	f, err := os.CreateTemp(b.tmpDir, "put-*")
+	if err != nil {
+		return nil, false, fsErr("create upload file", err)
+	}
+	tmp := f.Name()
+	kept := false
+	defer func() {
+		f.Close()
+		if !kept {
+			os.Remove(tmp)
+		}
+	}()
+
+	hashes := map[string]hash.Hash{httpx.Adler32: httpx.NewHash(httpx.Adler32)}
+	for a := range want {
+		hashes[a] = httpx.NewHash(a)
+	}
+	if wantMD5 {
+		hashes[httpx.MD5] = httpx.NewHash(httpx.MD5)
+	}
+	n, err := b.receive(ctx, f, body, size, res, hashes)
+	switch {
+	case errors.Is(err, errFull):
+		return nil, false, errFullLate
+	case err != nil && isFSError(err):
+		return nil, false, fsErr("write upload file", err)
+	case err != nil:
+		return nil, false, httpx.NewError(http.StatusBadRequest, "upload failed: "+short(err.Error()), err)
+	case size >= 0 && n != size:
+		return nil, false, httpx.NewError(http.StatusBadRequest, "upload incomplete: body shorter than Content-Length", nil)
+	}
+	sums := make(map[string]string, len(hashes))
+	for a, h := range hashes {
+		sums[a] = httpx.SumString(h)
+	}
+	for a, v := range want {
+		if sums[a] != v {
+			return nil, false, httpx.NewError(http.StatusBadRequest, "digest mismatch: "+a, nil)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return nil, false, fsErr("fsync upload file", err)
+	}
+
+	e := &entry{
+		path:    p,
+		spool:   newSpoolName(),
+		size:    n,
+		adler:   sums[httpx.Adler32],
+		md5:     sums[httpx.MD5],
+		mtime:   time.Now(),
+		state:   statePending,
+		done:    map[string]bool{},
+		targets: make([]string, 0, len(pre.Targets)),
+	}
+	for _, t := range pre.Targets {
+		e.targets = append(e.targets, t.Name())
+	}
+	dst := filepath.Join(b.dataDir, e.spool)
+	if err := os.Rename(tmp, dst); err != nil {
+		return nil, false, fsErr("rename upload file", err)
+	}
+	kept = true
+	if err := syncDir(b.dataDir); err != nil {
+		os.Remove(dst)
+		return nil, false, httpx.NewError(http.StatusInternalServerError, "stored, but not made durable", err)
+	}
+	// The commit must not be cut by the client going away: once the file
+	// is durable, the row is what decides, and a half-done transaction
+	// would only roll back.
+	replaced, err := b.j.insert(context.WithoutCancel(ctx), e)
+	if err != nil {
+		os.Remove(dst)
+		return nil, false, httpx.NewError(http.StatusInternalServerError, "cannot journal the upload", err)
+	}
+	b.install(e)
+	b.m.accepted.Inc()
+	return e, replaced, nil
+}
+
+// receive copies body into f, feeding every hash, and returns the bytes
+// taken. An upload of unknown length (size < 0) grows its reservation as
+// it goes and fails with errFull when it cannot; one of known length
+// never takes more than it announced plus one byte (which fails it).
+func (b *Buffer) receive(ctx context.Context, f *os.File, body io.Reader, size int64, res *reservation, hashes map[string]hash.Hash) (int64, error) {
+	hs := make([]hash.Hash, 0, len(hashes))
+	for _, h := range hashes {
+		hs = append(hs, h)
+	}
+	if size >= 0 {
+		body = io.LimitReader(body, size+1)
+	}
+	buf := make([]byte, recvBuf)
+	var total int64
+	for {
+		n := 0
+		var rerr error
+		for n < len(buf) && rerr == nil {
+			var m int
+			m, rerr = body.Read(buf[n:])
+			n += m
+		}
+		if n > 0 {
+			if need := total + int64(n) - res.n; size < 0 && need > 0 {
+				// A chunk ahead when there is room for it, else just
+				// what this read needs.
+				if res.grow(ctx, max(growChunk, need)) != nil {
+					if err := res.grow(ctx, need); err != nil {
+						return total, err
+					}
+				}
+			}
+			for _, h := range hs {
+				h.Write(buf[:n])
+			}
+			if _, err := f.Write(buf[:n]); err != nil {
+				return total, err
+			}
+			total += int64(n)
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
+}
+
+// preconditions evaluates a conditional PUT (If-Match, If-None-Match,
+// If-Unmodified-Since; RFC 9110 §13.2.2) against the current version:
+// the buffered one, else what the first target holds. It returns 0 to go
+// on, 412, or 503 when the target cannot say. The check and the commit
+// are not atomic: of two conditional PUTs racing on one path both may
+// pass (the storage role serializes them; the buffer does not yet).
+func (b *Buffer) preconditions(r *http.Request, p string, pre *Prefix) int {
+	h := r.Header
+	if h.Get("If-Match") == "" && h.Get("If-None-Match") == "" && h.Get("If-Unmodified-Since") == "" {
+		return 0
+	}
+	in, exists := b.stat(p)
+	if !exists {
+		var err error
+		in, err = pre.Targets[0].Stat(r.Context(), p)
+		switch {
+		case err == nil:
+			exists = !in.IsDir
+		case errors.Is(err, endpoint.ErrNotFound):
+		default:
+			return http.StatusServiceUnavailable
+		}
+	}
+	etag := ""
+	if in.ETag != "" {
+		etag = `"` + in.ETag + `"`
+	}
+	return httpx.CheckPreconditions(h, http.MethodPut, etag, in.ModTime, exists)
+}
+
+// full answers a PUT the buffer has no room for: 307 to the first
+// target (when_full: direct, and it can take clients), else 507.
+func (b *Buffer) full(w http.ResponseWriter, r *http.Request, p string, pre *Prefix) {
+	b.m.rejected.Inc()
+	if b.cfg.WhenFull == WhenFullDirect {
+		u, err := endpoint.RedirectURL(r.Context(), pre.Targets[0], p, endpoint.OpWrite)
+		if err == nil {
+			w.Header().Set("Location", u.String())
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusTemporaryRedirect)
+			return
+		}
+		b.log.WarnContext(r.Context(), "buffer full and the first target cannot take clients", "path", p,
+			"endpoint", pre.Targets[0].Name(), "err", err)
+	}
+	httpx.WriteError(w, http.StatusInsufficientStorage, "buffer full")
+}
+
+// conflict returns why p cannot be written beside what the buffer holds
+// (its targets would refuse it), or "".
+func (b *Buffer) conflict(p string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for q := parentOf(p); q != "/"; q = parentOf(q) {
+		if b.cur[q] != nil {
+			return "a parent is a file"
+		}
+	}
+	for q := range b.cur {
+		if under(q, p) && q != p {
+			return "target is a directory"
+		}
+	}
+	return ""
+}
+
+// wantedDigests returns the checksums a PUT must match, from Digest (RFC
+// 3230) and Content-MD5 (RFC 1864), as lower-case hex by algorithm, or a
+// reason to refuse it with 400, by the storage role's rules: a malformed
+// value of a known algorithm, or two different values, is refused (a
+// digest that cannot be checked must not pass as checked); unknown
+// algorithms are ignored (RFC 3230 §4.3.2).
+func wantedDigests(h http.Header) (map[string]string, string) {
+	want := map[string]string{}
+	for _, line := range h["Digest"] {
+		for part := range strings.SplitSeq(line, ",") {
+			k, _, _ := strings.Cut(part, "=")
+			algo := strings.ToLower(strings.TrimSpace(k))
+			if !httpx.KnownAlgorithm(algo) {
+				continue
+			}
+			v, ok := httpx.ParseDigest(part)[algo]
+			if !ok {
+				return nil, "bad Digest header: malformed " + algo + " value"
+			}
+			if old, dup := want[algo]; dup && old != v {
+				return nil, "digest mismatch: two " + algo + " values"
+			}
+			want[algo] = v
+		}
+	}
+	if cms := h["Content-Md5"]; len(cms) > 0 {
+		v := httpx.ParseContentMD5(strings.Join(cms, ","))
+		if v == "" {
+			return nil, "bad Content-MD5 header"
+		}
+		if old, ok := want[httpx.MD5]; ok && old != v {
+			return nil, "digest mismatch: Digest md5 and Content-MD5 differ"
+		}
+		want[httpx.MD5] = v
+	}
+	return want, ""
+}
+
+// isFSError reports whether err came from the local file system rather
+// than from the client's body.
+func isFSError(err error) bool {
+	var pe *os.PathError
+	var errno syscall.Errno
+	return errors.As(err, &pe) || errors.As(err, &errno)
+}
+
+// statusOfFS maps a local file-system failure: no space → 507, anything
+// else → 500.
+func statusOfFS(err error) int {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return http.StatusInsufficientStorage
+	}
+	return http.StatusInternalServerError
+}

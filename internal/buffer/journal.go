@@ -1,0 +1,246 @@
+package buffer
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+)
+
+// The journal is the buffer's truth; memory mirrors it. Its state
+// machine, and what a kill -9 between any two steps leaves:
+//
+//  1. tmp/X          the upload streams here (adler32 on the way), fsync.
+//  2. data/S         rename tmp/X → data/S, fsync data/.
+//  3. row pending    INSERT (and DELETE of the path's older rows) commits.
+//     Only now is the PUT answered 2xx.
+//  4. target done    one UPDATE per target, after its copy is verified.
+//  5. row migrated   UPDATE, once every target is done.
+//  6. row gone       DELETE (retired, or superseded by a newer version).
+//  7. data/S gone    os.Remove once no reader holds it, fsync data/.
+//
+// Recovery (Buffer.recover): a file in tmp/ is from step 1 (never
+// acknowledged), a file in data/ without a row from step 2 or 6 (never
+// acknowledged, or retired): both removed. A pending row is queued again;
+// its done targets stay done, the others are sent again (a kill mid-copy
+// left at most a hidden temp file or an unverified copy there, which the
+// new copy replaces). No file is ever answered 2xx before step 3, and a
+// row never exists without its complete, fsynced file.
+//
+// Durability of the commit: journal_mode=WAL with synchronous=FULL.
+// In WAL mode FULL fsyncs the WAL at every commit, so a committed row
+// survives power loss, not only a process crash (NORMAL in WAL mode
+// would survive kill -9 but may roll the last commits back on power
+// loss, and an acknowledged PUT must not go back). The cost is one WAL
+// fsync per PUT, small beside the data file's own fsync. Checkpoints are
+// SQLite's automatic ones (every 1000 WAL pages, in the committing
+// connection); with FULL the WAL is synced before its pages are copied
+// and the database synced before the WAL is reset, so a crash during a
+// checkpoint loses nothing either. One connection serializes every
+// statement: writes take a few milliseconds, and reads are served from
+// memory, not from here.
+const journalSchema = `
+CREATE TABLE IF NOT EXISTS files (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT, -- the version; never reused
+	path TEXT NOT NULL,                    -- clean request path
+	spool TEXT NOT NULL UNIQUE,            -- file name in data/
+	size INTEGER NOT NULL,
+	adler32 TEXT NOT NULL,
+	md5 TEXT NOT NULL DEFAULT '',
+	mtime INTEGER NOT NULL,                -- accepted at, unix ns
+	state INTEGER NOT NULL,                -- 0 pending, 1 migrated
+	migrated_at INTEGER NOT NULL DEFAULT 0,
+	attempts INTEGER NOT NULL DEFAULT 0,
+	last_error TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS files_path ON files(path);
+CREATE TABLE IF NOT EXISTS targets (
+	seq INTEGER NOT NULL REFERENCES files(seq) ON DELETE CASCADE,
+	target TEXT NOT NULL,                  -- endpoint name
+	done INTEGER NOT NULL DEFAULT 0,       -- 1 once verified there
+	PRIMARY KEY (seq, target)
+);
+`
+
+// Row states.
+const (
+	statePending  = 0
+	stateMigrated = 1
+)
+
+// journal is the SQLite database of the buffer's files.
+type journal struct {
+	db *sql.DB
+}
+
+func openJournal(ctx context.Context, file string) (*journal, error) {
+	dsn := "file:" + file + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
+		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("buffer: journal %s: %w", file, err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	if _, err := db.ExecContext(ctx, journalSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("buffer: journal %s: schema: %w", file, err)
+	}
+	var sync int
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil || sync < 2 {
+		db.Close()
+		return nil, fmt.Errorf("buffer: journal %s: synchronous is %d, want FULL (2): %v", file, sync, err)
+	}
+	return &journal{db: db}, nil
+}
+
+func (j *journal) close() error { return j.db.Close() }
+
+// insert commits e as the newest version of its path with its targets,
+// deleting the path's older rows (their files are the caller's to
+// remove). It sets e.seq and reports whether an older version was there.
+func (j *journal) insert(ctx context.Context, e *entry) (replaced bool, err error) {
+	tx, err := j.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("buffer: journal insert: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, "DELETE FROM files WHERE path = ?", e.path)
+	if err != nil {
+		return false, fmt.Errorf("buffer: journal insert: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	res, err = tx.ExecContext(ctx, "INSERT INTO files (path, spool, size, adler32, md5, mtime, state) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		e.path, e.spool, e.size, e.adler, e.md5, e.mtime.UnixNano(), statePending)
+	if err != nil {
+		return false, fmt.Errorf("buffer: journal insert: %w", err)
+	}
+	if e.seq, err = res.LastInsertId(); err != nil {
+		return false, fmt.Errorf("buffer: journal insert: %w", err)
+	}
+	for _, t := range e.targets {
+		if _, err = tx.ExecContext(ctx, "INSERT INTO targets (seq, target) VALUES (?, ?)", e.seq, t); err != nil {
+			return false, fmt.Errorf("buffer: journal insert: %w", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return false, fmt.Errorf("buffer: journal insert: commit: %w", err)
+	}
+	return n > 0, nil
+}
+
+// targetDone records that target holds a verified copy of version seq.
+// A row gone meanwhile (superseded) is not an error.
+func (j *journal) targetDone(ctx context.Context, seq int64, target string) error {
+	if _, err := j.db.ExecContext(ctx, "UPDATE targets SET done = 1 WHERE seq = ? AND target = ?", seq, target); err != nil {
+		return fmt.Errorf("buffer: journal: target done: %w", err)
+	}
+	return nil
+}
+
+// migrated records that every target of seq holds it.
+func (j *journal) migrated(ctx context.Context, seq int64, at time.Time) error {
+	if _, err := j.db.ExecContext(ctx, "UPDATE files SET state = ?, migrated_at = ?, last_error = '' WHERE seq = ?",
+		stateMigrated, at.UnixNano(), seq); err != nil {
+		return fmt.Errorf("buffer: journal: migrated: %w", err)
+	}
+	return nil
+}
+
+// failed records a failed attempt, so failures show across restarts.
+func (j *journal) failed(ctx context.Context, seq int64, attempts int, msg string) error {
+	if _, err := j.db.ExecContext(ctx, "UPDATE files SET attempts = ?, last_error = ? WHERE seq = ?", attempts, msg, seq); err != nil {
+		return fmt.Errorf("buffer: journal: failed: %w", err)
+	}
+	return nil
+}
+
+// retire deletes seq if it is migrated, and reports whether it did. A
+// pending row is never retired, whatever the caller believed.
+func (j *journal) retire(ctx context.Context, seq int64) (bool, error) {
+	res, err := j.db.ExecContext(ctx, "DELETE FROM files WHERE seq = ? AND state = ?", seq, stateMigrated)
+	if err != nil {
+		return false, fmt.Errorf("buffer: journal: retire: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// remove deletes seq whatever its state: a row dropped by recovery, or a
+// file deleted by its client.
+func (j *journal) remove(ctx context.Context, seq int64) error {
+	if _, err := j.db.ExecContext(ctx, "DELETE FROM files WHERE seq = ?", seq); err != nil {
+		return fmt.Errorf("buffer: journal: remove: %w", err)
+	}
+	return nil
+}
+
+// load returns every row with its targets.
+func (j *journal) load(ctx context.Context) ([]*entry, error) {
+	rows, err := j.db.QueryContext(ctx, "SELECT seq, path, spool, size, adler32, md5, mtime, state, migrated_at, attempts, last_error FROM files ORDER BY seq")
+	if err != nil {
+		return nil, fmt.Errorf("buffer: journal load: %w", err)
+	}
+	defer rows.Close()
+	var out []*entry
+	bySeq := map[int64]*entry{}
+	for rows.Next() {
+		e := &entry{done: map[string]bool{}}
+		var mtime, mat int64
+		if err := rows.Scan(&e.seq, &e.path, &e.spool, &e.size, &e.adler, &e.md5, &mtime, &e.state, &mat, &e.attempts, &e.lastErr); err != nil {
+			return nil, fmt.Errorf("buffer: journal load: %w", err)
+		}
+		e.mtime = time.Unix(0, mtime)
+		if mat != 0 {
+			e.migratedAt = time.Unix(0, mat)
+		}
+		out = append(out, e)
+		bySeq[e.seq] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("buffer: journal load: %w", err)
+	}
+	trows, err := j.db.QueryContext(ctx, "SELECT seq, target, done FROM targets ORDER BY seq, target")
+	if err != nil {
+		return nil, fmt.Errorf("buffer: journal load: %w", err)
+	}
+	defer trows.Close()
+	for trows.Next() {
+		var seq int64
+		var t string
+		var done int
+		if err := trows.Scan(&seq, &t, &done); err != nil {
+			return nil, fmt.Errorf("buffer: journal load: %w", err)
+		}
+		e := bySeq[seq]
+		if e == nil {
+			continue
+		}
+		e.targets = append(e.targets, t)
+		if done != 0 {
+			e.done[t] = true
+		}
+	}
+	if err := trows.Err(); err != nil {
+		return nil, fmt.Errorf("buffer: journal load: %w", err)
+	}
+	return out, nil
+}
+
+// short keeps an error message to one line for the journal and /api.
+func short(msg string) string {
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	if len(msg) > 300 {
+		msg = msg[:300]
+	}
+	return msg
+}

@@ -1,0 +1,350 @@
+package buffer
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/davxml"
+)
+
+// Wrap puts the buffer in front of next (the federator, or any handler
+// that reaches the targets):
+//
+//   - PUT under a buffered prefix is taken by the buffer (servePut);
+//   - GET and HEAD of a path the buffer holds are answered from its copy,
+//     with Range and conditional requests (RFC 9110 §13, §14);
+//   - PROPFIND Depth 0 of a file the buffer holds is answered by it;
+//     Depth 0 or 1 of a directory is next's answer with the buffered
+//     entries merged in (the buffer's version of a file wins), or the
+//     buffer's alone when next has no such directory yet;
+//   - DELETE of a path the buffer holds drops the buffered versions
+//     (their migration stops), then goes to next; next's 404 becomes 204
+//     when the buffer held the file, which was then the only copy;
+//   - everything else goes to next.
+//
+// A path that does not pass httpx.CleanPath goes to next, which refuses
+// it.
+func (b *Buffer) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := httpx.CleanPath(r.URL.Path)
+		if err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch r.Method {
+		case http.MethodPut:
+			if pre := b.prefixOf(p); pre != nil {
+				b.servePut(w, r, p, pre)
+				return
+			}
+		case http.MethodGet, http.MethodHead:
+			if e := b.acquire(p); e != nil {
+				defer b.release(e)
+				b.serveGet(w, r, e)
+				return
+			}
+		case "PROPFIND":
+			if b.servePropfind(w, r, p, next) {
+				return
+			}
+		case http.MethodDelete:
+			if b.drop(r.Context(), p) {
+				next.ServeHTTP(&notFoundIsGone{ResponseWriter: w}, r)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serveGet answers GET or HEAD from e's spool file. http.ServeContent
+// does Range (single and multipart), If-Range and the conditional
+// headers against the ETag and Last-Modified set here.
+func (b *Buffer) serveGet(w http.ResponseWriter, r *http.Request, e *entry) {
+	f, err := b.open(e)
+	if err != nil {
+		b.log.ErrorContext(r.Context(), "open spool file", "path", e.path, "err", err)
+		httpx.WriteError(w, http.StatusInternalServerError, "cannot read the buffered file")
+		return
+	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("Etag", `"`+e.etag()+`"`)
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("X-Lakefed-Buffered", "true")
+	if algos := httpx.ParseWantDigest(r.Header.Get("Want-Digest")); len(algos) > 0 {
+		if d := httpx.FormatDigest(e.info().Checksums, algos...); d != "" {
+			h.Set("Digest", d)
+		}
+	}
+	http.ServeContent(w, r, "", e.mtime, f)
+}
+
+// drop removes every buffered version of p (a client's DELETE) and
+// reports whether there was one.
+func (b *Buffer) drop(ctx context.Context, p string) bool {
+	b.mu.Lock()
+	e := b.cur[p]
+	b.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	if err := b.j.remove(context.WithoutCancel(ctx), e.seq); err != nil {
+		b.log.ErrorContext(ctx, "drop buffered file", "path", p, "err", err)
+		return false
+	}
+	b.mu.Lock()
+	rm := b.dropLocked(e)
+	b.mu.Unlock()
+	if rm {
+		b.removeSpool(e)
+	}
+	return true
+}
+
+// notFoundIsGone turns next's 404 for a DELETE into 204: the buffer held
+// the only copy, and it is gone.
+type notFoundIsGone struct {
+	http.ResponseWriter
+	swallow bool
+}
+
+func (n *notFoundIsGone) WriteHeader(code int) {
+	if code == http.StatusNotFound {
+		n.swallow = true
+		n.ResponseWriter.Header().Del("Content-Type")
+		n.ResponseWriter.Header().Del("Content-Length")
+		n.ResponseWriter.WriteHeader(http.StatusNoContent)
+		return
+	}
+	n.ResponseWriter.WriteHeader(code)
+}
+
+func (n *notFoundIsGone) Write(p []byte) (int, error) {
+	if n.swallow {
+		return len(p), nil
+	}
+	return n.ResponseWriter.Write(p)
+}
+
+func (n *notFoundIsGone) Unwrap() http.ResponseWriter { return n.ResponseWriter }
+
+// maxPropfindAnswer bounds next's PROPFIND answer the buffer merges into.
+const maxPropfindAnswer = 64 << 20
+
+// servePropfind answers a PROPFIND that involves buffered files and
+// reports whether it did; false sends the request to next untouched.
+func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string, next http.Handler) bool {
+	depth := r.Header.Get("Depth")
+	self, isFile := b.stat(p)
+	if isFile {
+		if depth != "0" && depth != "1" {
+			return false // next refuses infinity as it does for any path
+		}
+		// A file's Depth 1 is its Depth 0 (RFC 4918 §9.1).
+		writeMultistatus(w, []davEntry{{p, self}})
+		return true
+	}
+	if depth != "0" && depth != "1" {
+		return false
+	}
+	kids := b.children(p)
+	if len(kids) == 0 {
+		return false
+	}
+	// Ask next, and merge.
+	rec := &recorder{h: http.Header{}}
+	next.ServeHTTP(rec, r)
+	var items []davEntry
+	switch {
+	case rec.code == http.StatusMultiStatus:
+		ms, err := davxml.Decode(bytes.NewReader(rec.body.Bytes()), maxPropfindAnswer)
+		if err != nil {
+			rec.flush(w)
+			return true
+		}
+		for i := range ms.Responses {
+			resp := &ms.Responses[i]
+			rp := davxml.HrefPath(resp.Href, false)
+			if cp, err := httpx.CleanPath(rp); err == nil {
+				rp = cp
+			}
+			in := resp.Info()
+			in.Name = path.Base(rp)
+			items = append(items, davEntry{rp, in})
+		}
+	case rec.code == http.StatusNotFound:
+		items = append(items, davEntry{p, endpoint.Info{Name: path.Base(p), IsDir: true}})
+	default:
+		rec.flush(w)
+		return true
+	}
+	if depth == "1" {
+		seen := map[string]int{}
+		for i, it := range items {
+			seen[it.path] = i
+		}
+		for _, k := range kids {
+			kp := joinName(p, k.Name)
+			if i, ok := seen[kp]; ok {
+				if !k.IsDir {
+					items[i].info = k // the buffer's version is the newest
+				}
+				continue
+			}
+			items = append(items, davEntry{kp, k})
+		}
+	}
+	writeMultistatus(w, items)
+	return true
+}
+
+// stat returns the Info of a file the buffer holds.
+func (b *Buffer) stat(p string) (endpoint.Info, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.cur[p]; e != nil {
+		return e.info(), true
+	}
+	return endpoint.Info{}, false
+}
+
+// children returns what the buffer holds directly inside the directory
+// p: its files, and directories for deeper files, sorted by name.
+func (b *Buffer) children(p string) []endpoint.Info {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	byName := map[string]endpoint.Info{}
+	for q, e := range b.cur {
+		if q == p || !under(q, p) {
+			continue
+		}
+		rest := strings.TrimPrefix(q[len(p):], "/")
+		name, deeper, _ := strings.Cut(rest, "/")
+		if deeper != "" {
+			if _, ok := byName[name]; !ok {
+				byName[name] = endpoint.Info{Name: name, IsDir: true}
+			}
+			continue
+		}
+		byName[name] = e.info()
+	}
+	out := make([]endpoint.Info, 0, len(byName))
+	for _, in := range byName {
+		out = append(out, in)
+	}
+	slices.SortFunc(out, func(a, b endpoint.Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func joinName(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// recorder keeps next's answer to a PROPFIND so it can be merged.
+type recorder struct {
+	h    http.Header
+	code int
+	body bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	if r.body.Len()+len(p) > maxPropfindAnswer {
+		return 0, errTooBig
+	}
+	return r.body.Write(p)
+}
+
+// flush sends the recorded answer as it was.
+func (r *recorder) flush(w http.ResponseWriter) {
+	for k, v := range r.h {
+		w.Header()[k] = v
+	}
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	w.WriteHeader(r.code)
+	_, _ = w.Write(r.body.Bytes())
+}
+
+var errTooBig = httpx.NewError(http.StatusInsufficientStorage, "answer too large to merge", nil)
+
+// davEntry is one response of a multistatus: a logical path and what it
+// is.
+type davEntry struct {
+	path string
+	info endpoint.Info
+}
+
+// writeMultistatus writes a 207 with one response per item, in the
+// federator's form (the live properties clients use).
+func writeMultistatus(w http.ResponseWriter, items []davEntry) {
+	var sb strings.Builder
+	sb.WriteString(xml.Header)
+	sb.WriteString(`<D:multistatus xmlns:D="DAV:">` + "\n")
+	for _, it := range items {
+		writeResponse(&sb, it.path, it.info)
+	}
+	sb.WriteString("</D:multistatus>\n")
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(sb.Len()))
+	w.WriteHeader(http.StatusMultiStatus)
+	_, _ = w.Write([]byte(sb.String()))
+}
+
+// writeResponse writes one <D:response> for the logical path p.
+func writeResponse(b *strings.Builder, p string, it endpoint.Info) {
+	href := (&url.URL{Path: p}).EscapedPath()
+	if it.IsDir && !strings.HasSuffix(href, "/") {
+		href += "/"
+	}
+	b.WriteString("<D:response><D:href>")
+	_ = xml.EscapeText(b, []byte(href))
+	b.WriteString("</D:href><D:propstat><D:prop>")
+	name := it.Name
+	if name == "" {
+		name = path.Base(p)
+	}
+	b.WriteString("<D:displayname>")
+	_ = xml.EscapeText(b, []byte(name))
+	b.WriteString("</D:displayname>")
+	if it.IsDir {
+		b.WriteString("<D:resourcetype><D:collection/></D:resourcetype>")
+	} else {
+		b.WriteString("<D:resourcetype/><D:getcontentlength>")
+		b.WriteString(strconv.FormatInt(it.Size, 10))
+		b.WriteString("</D:getcontentlength><D:getcontenttype>application/octet-stream</D:getcontenttype>")
+	}
+	if !it.ModTime.IsZero() {
+		b.WriteString("<D:getlastmodified>")
+		b.WriteString(it.ModTime.UTC().Format(http.TimeFormat))
+		b.WriteString("</D:getlastmodified>")
+	}
+	if it.ETag != "" {
+		b.WriteString("<D:getetag>")
+		_ = xml.EscapeText(b, []byte(`"`+it.ETag+`"`))
+		b.WriteString("</D:getetag>")
+	}
+	b.WriteString("</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>\n")
+}

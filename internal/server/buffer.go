@@ -1,0 +1,170 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/lakefed/lakefed/internal/buffer"
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+)
+
+// bufferRole is the write buffer, in front of the federator on its
+// listener; its mover runs until the role stops.
+type bufferRole struct {
+	goroutine
+	b       *buffer.Buffer
+	targets []endpoint.Endpoint
+}
+
+func (r *bufferRole) start(ctx context.Context, s *Server) error {
+	bc := s.cfg.Buffer
+	cfg := buffer.Config{
+		Dir:                bc.Dir,
+		MaxBytes:           int64(bc.MaxBytes),
+		KeepAfterMigration: bc.KeepAfterMigration.D(),
+		Parallel:           bc.Parallel,
+		RetryInitial:       bc.Retry.Initial.D(),
+		RetryMax:           bc.Retry.Max.D(),
+		WhenFull:           bc.WhenFull,
+	}
+	if bc.KeepAfterMigration == 0 {
+		cfg.KeepAfterMigration = config.DefaultKeepAfterMigration.D()
+	}
+	made := map[string]endpoint.Endpoint{} // one endpoint per target, shared by prefixes
+	for _, p := range bc.Prefixes {
+		bp := buffer.Prefix{Prefix: p.Prefix}
+		for _, t := range p.Targets {
+			ep := made[t]
+			if ep == nil {
+				var err error
+				if ep, err = r.target(ctx, s, t); err != nil {
+					r.close()
+					return fmt.Errorf("buffer: target %s: %w", t, err)
+				}
+				made[t] = ep
+				r.targets = append(r.targets, ep)
+			}
+			bp.Targets = append(bp.Targets, ep)
+		}
+		cfg.Prefixes = append(cfg.Prefixes, bp)
+	}
+	b, err := buffer.New(ctx, cfg, buffer.Options{Log: s.log, Registerer: s.fed.Registry(), Forget: s.forget})
+	if err != nil {
+		r.close()
+		return err
+	}
+	r.b, s.buffer = b, b
+	r.run(s.runCtx, b.Run)
+	fmt.Fprintf(s.out, "write buffer in %s for %d prefixes, on the federator's listener\n", bc.Dir, len(bc.Prefixes))
+	return nil
+}
+
+// target builds the endpoint a buffer target names: a federation
+// endpoint by its name (seen through its prefix and path, so the buffer
+// writes logical paths), else a URL.
+func (r *bufferRole) target(ctx context.Context, s *Server, t string) (endpoint.Endpoint, error) {
+	for _, ec := range s.cfg.Federation.Endpoints {
+		if ec.Name != t {
+			continue
+		}
+		ep, err := kinds.New(ctx, ec.Config, s.log)
+		if err != nil {
+			return nil, err
+		}
+		if ec.Prefix == "/" && ec.Path == "/" {
+			return ep, nil
+		}
+		return &mapped{Endpoint: ep, prefix: ec.Prefix, path: ec.Path}, nil
+	}
+	return kinds.New(ctx, endpoint.Config{Name: t, URL: t}, s.log)
+}
+
+func (r *bufferRole) stop(ctx context.Context) error {
+	r.goroutine.stop(ctx)
+	err := r.b.Close()
+	r.close()
+	return err
+}
+
+func (r *bufferRole) close() {
+	for _, ep := range r.targets {
+		if c, ok := ep.(io.Closer); ok {
+			c.Close()
+		}
+	}
+}
+
+// forget drops what the roles remember of a path whose content changed
+// under them (a buffered file retired after its migration): the
+// federator's metadata and the cache's blocks.
+func (s *Server) forget(p string) {
+	if s.fed != nil {
+		s.fed.Forget(p)
+	}
+	if s.cache != nil {
+		s.cache.Forget(p)
+	}
+}
+
+// mapped is a federation endpoint seen with logical paths: its prefix
+// of the namespace lives at its path on the endpoint.
+type mapped struct {
+	endpoint.Endpoint
+	prefix, path string
+}
+
+func (m *mapped) at(p string) string {
+	rest := strings.TrimPrefix(p, m.prefix)
+	if m.prefix != "/" && rest != "" && !strings.HasPrefix(rest, "/") {
+		rest = "/" + rest
+	}
+	return path.Join("/", m.path, rest)
+}
+
+func (m *mapped) Stat(ctx context.Context, p string) (endpoint.Info, error) {
+	return m.Endpoint.Stat(ctx, m.at(p))
+}
+
+func (m *mapped) List(ctx context.Context, p string) ([]endpoint.Info, error) {
+	return m.Endpoint.List(ctx, m.at(p))
+}
+
+func (m *mapped) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+	return m.Endpoint.Open(ctx, m.at(p), off, n)
+}
+
+func (m *mapped) Put(ctx context.Context, p string, r io.Reader, size int64) error {
+	return m.Endpoint.Put(ctx, m.at(p), r, size)
+}
+
+func (m *mapped) Delete(ctx context.Context, p string) error {
+	return m.Endpoint.Delete(ctx, m.at(p))
+}
+
+func (m *mapped) Mkdir(ctx context.Context, p string) error {
+	return m.Endpoint.Mkdir(ctx, m.at(p))
+}
+
+func (m *mapped) Checksum(ctx context.Context, p, algo string) (string, error) {
+	return endpoint.Checksum(ctx, m.Endpoint, m.at(p), algo)
+}
+
+func (m *mapped) RedirectURL(ctx context.Context, p string, op endpoint.Op) (*url.URL, error) {
+	return endpoint.RedirectURL(ctx, m.Endpoint, m.at(p), op)
+}
+
+// namespace is the federation as the roles of the process read and write
+// it: through the write buffer when there is one (its pending files
+// first, its prefixes' writes buffered), else the federator's Namespace.
+func (s *Server) namespace() endpoint.Endpoint {
+	if s.buffer != nil {
+		return s.buffer.Overlay(s.fed.Namespace())
+	}
+	return s.fed.Namespace()
+}
