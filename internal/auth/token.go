@@ -168,6 +168,28 @@ func (c *tokenCache) put(tok string, e cachedToken, now time.Time) {
 	c.m[tok] = e
 }
 
+// Identify turns a raw bearer token, as a protocol without HTTP headers
+// carries it (the root:// door's authz= CGI, unescaped and without
+// "Bearer "), into the Identity Allow judges: Anonymous for "", else
+// the token's identity after the checks of verifyToken, the ones
+// Middleware makes. Its errors wrap ErrInvalidToken and are fit for the
+// client. It does not log or count; the caller does, for what it
+// refuses. The identity's slices are shared with the token cache: read
+// them, never write them.
+func (a *Authorizer) Identify(ctx context.Context, token string) (Identity, error) {
+	if token == "" {
+		return Identity{Kind: Anonymous}, nil
+	}
+	if len(token) > maxTokenLen {
+		return Identity{}, fmt.Errorf("%w: bearer token longer than %d bytes", ErrInvalidToken, maxTokenLen)
+	}
+	id, err := a.verifyToken(ctx, token)
+	if err != nil {
+		return Identity{}, err
+	}
+	return *id, nil
+}
+
 // verifyToken checks a bearer token and returns its identity: signature
 // with the issuer's key for its kid (fetched again, rate-limited, when
 // the kid is unknown), exp (required), nbf and iat within the clock skew,

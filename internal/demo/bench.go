@@ -121,6 +121,8 @@ func (d *Demo) WriteHelp(w io.Writer) {
 	fmt.Fprintf(w, "  dashboard  %s/ui/\n", f)
 	fmt.Fprintf(w, "  endpoints  %s/api/endpoints   metrics %s/metrics\n", f, f)
 	fmt.Fprintf(w, "  cache      %s/   (read-through block cache in front of the federation; how files are read: %s/api/cache/files)\n", d.CacheURL, d.CacheURL)
+	fmt.Fprintf(w, "  buffer     PUTs under %s/ land on local disk, then migrate to site-a and site-b   %s/api/buffer\n", BufferPrefix, f)
+	fmt.Fprintf(w, "  root://    %s/   (with xrootd-client installed: xrdcp -f %s/%s %s)\n", d.XrootURL, d.XrootURL, "/demo/README.txt", ShellQuote(filepath.Join(os.TempDir(), "README.txt")))
 	for _, s := range d.Sites {
 		role := "redirect"
 		if s.Mode == "proxy" {
@@ -155,5 +157,7 @@ func (d *Demo) WriteHelp(w io.Writer) {
 	fmt.Fprintf(w, "  %s ls -l %s/demo/\n", lf, f)
 	fmt.Fprintf(w, "  curl -sf -r 0-99,4096-4195 -o /dev/null -w '%%{http_code}: %%{size_download} bytes through the cache\\n' %s%s\n", d.CacheURL, ROOTPath)
 	fmt.Fprintf(w, "  curl -sf %s/api/cache/files\n", d.CacheURL)
+	fmt.Fprintf(w, "  echo 'written through the buffer' | curl -sf -T - -w '%%{http_code}\\n' %s%s/hello.txt\n", f, BufferPrefix)
+	fmt.Fprintf(w, "  curl -sf %s%s/hello.txt\n", d.CacheURL, BufferPrefix)
 	fmt.Fprintf(w, "\nCtrl-C stops everything.\n")
 }

@@ -129,3 +129,7 @@ func copyFile(src, dst string) error {
 	defer f.Close()
 	return writeFile(dst, f)
 }
+
+// BufferPrefix is where the demo's write buffer takes PUTs: they are
+// acknowledged from local disk and migrate to site-a and site-b.
+const BufferPrefix = "/demo/out"

@@ -117,6 +117,8 @@ type Demo struct {
 	// CacheURL is the cache's base URL without a trailing slash: a
 	// read-through block cache in front of the federation.
 	CacheURL string
+	// XrootURL is the root:// door to the federation ("root://host:port").
+	XrootURL string
 	// Sites are the storage sites, in priority order.
 	Sites []*Site
 	// Dir is the directory holding everything (see Options.Dir).
@@ -218,6 +220,12 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	}
 	lns[cacheLn.Addr().String()] = cacheLn
 	d.CacheURL = "http://" + cacheLn.Addr().String()
+	doorLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("demo: root:// door: %w", err)
+	}
+	lns[doorLn.Addr().String()] = doorLn
+	d.XrootURL = "root://" + doorLn.Addr().String()
 
 	// Each site's port next, so that the config can name it; the server
 	// then serves on these very listeners.
@@ -242,7 +250,7 @@ func Start(ctx context.Context, opts Options) (_ *Demo, err error) {
 	}
 
 	d.ConfigPath = filepath.Join(d.Dir, "lakefed.yaml")
-	if err := os.WriteFile(d.ConfigPath, []byte(d.configYAML(fedLn.Addr().String(), cacheLn.Addr().String())), 0o644); err != nil {
+	if err := os.WriteFile(d.ConfigPath, []byte(d.configYAML(fedLn.Addr().String(), cacheLn.Addr().String(), doorLn.Addr().String())), 0o644); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	cfg, err := config.Load(d.ConfigPath)
@@ -345,12 +353,13 @@ func (d *Demo) shutdown() {
 
 // configYAML is the config file of the running demo: its storage servers,
 // its federation, and a cache in front of the federation.
-func (d *Demo) configYAML(listen, cacheListen string) string {
+func (d *Demo) configYAML(listen, cacheListen, doorListen string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The federation `lakefed demo` runs; the demo's federator is built from this\n")
 	fmt.Fprintf(&b, "# file. `lakefed serve --config %s` runs the same thing (stop the demo\n", d.ConfigPath)
 	fmt.Fprintf(&b, "# first: the ports are its). POST /api/reload re-reads the federation section.\n")
 	fmt.Fprintf(&b, "listen: %q\n", listen)
+	fmt.Fprintf(&b, "listen_xroot: %q\n", doorListen)
 	fmt.Fprintf(&b, "storage:\n")
 	for _, s := range d.Sites {
 		addr := strings.TrimSuffix(strings.TrimPrefix(s.URL, "http://"), "/")
@@ -370,6 +379,8 @@ func (d *Demo) configYAML(listen, cacheListen string) string {
 		}
 	}
 	fmt.Fprintf(&b, "cache:\n  listen: %q\n  dir: %q\n  origin: federation\n  max_bytes: 1GiB\n", cacheListen, filepath.Join(d.Dir, "cache"))
+	fmt.Fprintf(&b, "buffer:\n  dir: %q\n  keep_after_migration: 1m\n  prefixes:\n    - prefix: %s\n      targets: [site-a, site-b]\n",
+		filepath.Join(d.Dir, "buffer"), BufferPrefix)
 	return b.String()
 }
 

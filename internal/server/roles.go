@@ -210,8 +210,11 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 	if s.buffer != nil {
 		ns = withPath(s.buffer.Wrap(ns), "/api/buffer", s.buffer.StatusHandler())
 	}
-	if s.cache != nil && s.cfg.Cache.Listen == "" {
-		ns = withCache(ns, s.cache, s.fed.Registry())
+	if s.cache != nil {
+		ns = forgetOnWrite(ns, s.cache)
+		if s.cfg.Cache.Listen == "" {
+			ns = withCache(ns, s.cache, s.fed.Registry())
+		}
 	}
 	ns = s.guardNamespace(ns, existsIn(s.fed.Namespace()))
 	if s.door != nil || s.cacheDoor != nil {

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
-	"net/url"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lakefed/lakefed/internal/auth"
-	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/xrootd"
 )
 
@@ -32,23 +31,34 @@ func (r *xrootRole) start(_ context.Context, s *Server) error {
 		ns, reg = s.cache.Endpoint(), s.cache.Registry()
 		addr, what = s.cfg.Cache.ListenXroot, "cache"
 	} else {
-		ns, reg = s.fed.Namespace(), s.fed.Registry()
+		ns, reg = s.namespace().(xrootd.Namespace), s.fed.Registry() // the Namespace, or the buffer's overlay of it: both have Checksum and Replicas
 	}
+	opts := xrootd.Options{Log: s.log, Registerer: reg}
 	if s.auth != nil {
-		ns = anonymousOnly{ns: ns, a: s.auth}
+		opts.Authorize = doorAuthorize(s.auth, s.log, what)
 	}
+	// roots:// with the federator's certificate, when it has one.
+	tlsCfg, err := s.serverTLS(s.cfg.TLSCert, s.cfg.TLSKey)
+	if err != nil {
+		return fmt.Errorf("root:// door: %w", err)
+	}
+	opts.TLS = tlsCfg
 	ln, err := s.listen(addr)
 	if err != nil {
 		return fmt.Errorf("root:// door: %w", err)
 	}
-	r.door = xrootd.New(ns, xrootd.Options{Log: s.log, Registerer: reg})
+	r.door = xrootd.New(ns, opts)
 	r.done = make(chan struct{})
 	if r.cache {
 		s.cacheDoor = r.door
 	} else {
 		s.door, s.doorAddr = r.door, ln.Addr()
 	}
-	fmt.Fprintf(s.out, "root:// door root://%s/ to the %s\n", ln.Addr(), what)
+	if tlsCfg != nil {
+		fmt.Fprintf(s.out, "root:// door root://%s/ (and roots://) to the %s\n", ln.Addr(), what)
+	} else {
+		fmt.Fprintf(s.out, "root:// door root://%s/ to the %s\n", ln.Addr(), what)
+	}
 	go func() {
 		defer close(r.done)
 		if err := r.door.Serve(s.runCtx, ln); err != nil && !errors.Is(err, xrootd.ErrServerClosed) {
@@ -90,66 +100,24 @@ func (s *Server) serveXrootStats(w http.ResponseWriter, _ *http.Request) {
 	_ = enc.Encode(out)
 }
 
-// anonymousOnly applies the auth rules to a door's callers, who prove no
-// identity (the door has no token or certificate authentication yet):
-// what the rules give anonymous callers, nothing more.
-type anonymousOnly struct {
-	ns xrootd.Namespace
-	a  *auth.Authorizer
-}
-
-func (n anonymousOnly) allow(ctx context.Context, act auth.Action, p string) error {
-	if err := n.a.Allow(ctx, auth.Identity{Kind: auth.Anonymous}, act, p); err != nil {
-		return fmt.Errorf("root:// door: %s %s: %v: %w", act, p, err, endpoint.ErrRefused)
-	}
-	return nil
-}
-
-func (n anonymousOnly) Stat(ctx context.Context, p string) (endpoint.Info, error) {
-	if err := n.allow(ctx, auth.Read, p); err != nil {
-		if err := n.allow(ctx, auth.List, p); err != nil {
-			return endpoint.Info{}, err
+// doorAuthorize applies the auth rules to a door's requests: the bearer
+// token of the request's authz= CGI is verified as Middleware verifies
+// an Authorization header, and the identity it proves (anonymous
+// without one) is what Allow judges. Refusals are logged at Info with
+// identity, path, action and reason, as Middleware logs its own.
+func doorAuthorize(a *auth.Authorizer, log *slog.Logger, door string) func(ctx context.Context, token, act, p string) error {
+	log = log.With("component", "xrootd", "door", door)
+	return func(ctx context.Context, token, act, p string) error {
+		id, err := a.Identify(ctx, token)
+		if err == nil {
+			err = a.Allow(ctx, id, auth.Action(act), p)
 		}
+		if err != nil {
+			log.InfoContext(ctx, "root:// request refused", "identity", id.String(), "path", p, "action", act, "err", err)
+			return fmt.Errorf("root:// %s of %s refused: %s", act, p, strings.TrimPrefix(err.Error(), "auth: "))
+		}
+		return nil
 	}
-	return n.ns.Stat(ctx, p)
-}
-
-func (n anonymousOnly) List(ctx context.Context, dir string) ([]endpoint.Info, error) {
-	if err := n.allow(ctx, auth.List, dir); err != nil {
-		return nil, err
-	}
-	return n.ns.List(ctx, dir)
-}
-
-func (n anonymousOnly) Open(ctx context.Context, p string, off, count int64) (io.ReadCloser, error) {
-	if err := n.allow(ctx, auth.Read, p); err != nil {
-		return nil, err
-	}
-	return n.ns.Open(ctx, p, off, count)
-}
-
-func (n anonymousOnly) Put(ctx context.Context, p string, r io.Reader, size int64) error {
-	if err := n.allow(ctx, auth.Create, p); err != nil {
-		return err
-	}
-	if err := n.allow(ctx, auth.Modify, p); err != nil {
-		return err
-	}
-	return n.ns.Put(ctx, p, r, size)
-}
-
-func (n anonymousOnly) Checksum(ctx context.Context, p, algo string) (string, error) {
-	if err := n.allow(ctx, auth.Read, p); err != nil {
-		return "", err
-	}
-	return n.ns.Checksum(ctx, p, algo)
-}
-
-func (n anonymousOnly) Replicas(ctx context.Context, p string) ([]*url.URL, error) {
-	if err := n.allow(ctx, auth.Read, p); err != nil {
-		return nil, err
-	}
-	return n.ns.Replicas(ctx, p)
 }
 
 // withPath serves one exact path with h, everything else with next.

@@ -2,8 +2,10 @@ package xrootd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -50,9 +52,16 @@ type conn struct {
 
 	wmu sync.Mutex // serialises response writes; each part is written whole
 
+	// Owned by the reader loop: whether the connection runs TLS now,
+	// and whether it has handled any request but kXR_protocol (after
+	// which it may not switch to TLS: requests running beside the
+	// reader loop write to nc).
+	tls, started bool
+
 	mu     sync.Mutex // guards the fields below
 	files  map[uint32]*file
 	nextFH uint32
+	token  string          // the last bearer token granted anything (tokenOf)
 	waits  map[string]int  // kXR_wait answers given, by request and path
 	held   map[string]held // closed uploads waiting for a kXR_mv, by path
 }
@@ -124,6 +133,21 @@ func (c *conn) serve() error {
 			_ = c.sendError(h.sid(), codeArgTooLong, fmt.Sprintf("request data of %d bytes (at most %d)", dlen, limit))
 			return fmt.Errorf("%w: request %d with dlen %d", errProtocol, h.id(), dlen)
 		}
+		if h.id() != protocol.RequestID {
+			c.started = true
+			if c.s.opts.RequireTLS && c.s.opts.TLS != nil && !c.tls {
+				// XrdXrootdProtocol::do_Login answers kXR_TLSRequired
+				// too; the request's data is dropped to stay in step.
+				if _, err := io.CopyN(io.Discard, c.br, dlen); err != nil {
+					return err
+				}
+				c.s.countError(classRefused)
+				if err := c.sendError(h.sid(), codeTLSRequired, "this root:// door requires TLS: use a roots:// URL (XRootD 5 client)"); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		if isWrite {
 			if err := c.write(&h); err != nil {
 				return err
@@ -145,11 +169,21 @@ func (c *conn) serve() error {
 			}
 			continue
 		case login.RequestID:
-			// No authentication: a 16-byte session id and nothing more
-			// says so (XRootD protocol, kXR_login response).
-			var sess [16]byte
-			_, _ = rand.Read(sess[:])
-			if err := c.send(h.sid(), uint16(xrdproto.Ok), sess[:]); err != nil {
+			// A 16-byte session id; the security protocols offered
+			// follow it only on a TLS connection with Authorize (see
+			// secParams), and nothing more says no authentication
+			// (XRootD protocol, kXR_login response).
+			sess := make([]byte, 16, 16+len(secParams))
+			_, _ = rand.Read(sess)
+			if c.tls && c.s.opts.Authorize != nil {
+				sess = append(sess, secParams...)
+			}
+			if err := c.send(h.sid(), uint16(xrdproto.Ok), sess); err != nil {
+				return err
+			}
+			continue
+		case reqAuth:
+			if err := c.auth(&h, data); err != nil {
 				return err
 			}
 			continue
@@ -224,12 +258,111 @@ func (c *conn) handshake() error {
 // tried= when a data server it was sent to fails; kXR_isServer is not
 // set, as it would make XrdCl name the door, not the failed data
 // server, in tried=), pgread and pgwrite supported. No security
-// requirements follow, asked for or not: there is no authentication.
+// requirements follow, asked for or not: tokens come in the CGI.
+//
+// With Options.TLS it adds kXR_haveTLS (and kXR_tlsLogin with
+// RequireTLS), and when the client asks for TLS (kXR_wantTLS, which
+// XrdCl sets for roots:// URLs; or kXR_ableTLS when TLS is required)
+// kXR_gotoTLS, after which both sides run a TLS handshake on this
+// connection and everything that follows is inside it
+// (XrdXrootdProtocol::do_Protocol; XrdCl's XRootDTransport::
+// NeedEncryption). As the door is a manager, XrdCl opens no data
+// streams (kXR_bind): the one connection is all there is to encrypt.
 func (c *conn) protocol(h *header) error {
+	p := h.params()
+	clientPV, reqFlags := u32(p, 0), p[4]
+	flags := uint32(flagIsManager | flagSupPgRW)
+	goTLS := false
+	if c.s.opts.TLS != nil && clientPV != 0 {
+		flags |= flagHaveTLS
+		if c.s.opts.RequireTLS {
+			flags |= flagTLSLogin
+		}
+		goTLS = !c.tls && (reqFlags&protoWantTLS != 0 || reqFlags&protoAbleTLS != 0 && c.s.opts.RequireTLS)
+	}
+	if goTLS && c.started {
+		// Requests running beside the reader loop write to the plain
+		// connection; XrdCl asks for TLS first thing or never.
+		c.s.countError(classProtocol)
+		return c.sendError(h.sid(), codeArgInvalid, "TLS can only start before any other request on the connection")
+	}
+	if goTLS {
+		flags |= flagGotoTLS
+	}
 	body := make([]byte, 8)
 	binary.BigEndian.PutUint32(body, protocolVersion)
-	binary.BigEndian.PutUint32(body[4:], flagIsManager|flagSupPgRW)
-	return c.send(h.sid(), uint16(xrdproto.Ok), body)
+	binary.BigEndian.PutUint32(body[4:], flags)
+	if err := c.send(h.sid(), uint16(xrdproto.Ok), body); err != nil {
+		return err
+	}
+	if goTLS {
+		return c.startTLS()
+	}
+	return nil
+}
+
+// startTLS runs the server side of the TLS handshake on the connection
+// and makes the reader loop and the responses use it. The client sends
+// nothing between the kXR_protocol that asked for TLS and its
+// ClientHello: bytes already buffered are a protocol violation.
+func (c *conn) startTLS() error {
+	if c.br.Buffered() > 0 {
+		c.s.countError(classProtocol)
+		return fmt.Errorf("%w: %d bytes sent in plain after asking for TLS", errProtocol, c.br.Buffered())
+	}
+	tc := tls.Server(c.nc, c.s.opts.TLS)
+	_ = c.nc.SetDeadline(time.Now().Add(c.s.opts.IOTimeout))
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		c.s.countError(classProtocol)
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	c.nc, c.tls = tc, true
+	c.br.Reset(tc)
+	return nil
+}
+
+// secParams are the security protocols a TLS connection's kXR_login
+// answer offers, as XrdSecServer::getParms lists them: ztn (XRootD's
+// "token over TLS", XrdSecProtocolztn; its client finds the token in
+// BEARER_TOKEN, BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u<uid> or
+// /tmp/bt_u<uid>, the WLCG bearer token discovery order), with options
+// 0 and the largest token it may send; then unix, which XrdCl falls
+// back to when it finds no token, and which the door takes as
+// anonymous. Plain connections get no offer: ztn sends tokens only
+// inside TLS, and lakefed's and go-hep's clients, which do no TLS,
+// take an offer as "authentication required".
+const secParams = "&P=ztn,0:16384:&P=unix"
+
+// auth answers kXR_auth. A ztn credential (XrdSecProtocolztn's
+// TokenResp: "ztn\0", version, 'T', two reserved bytes, the token's
+// length with its NUL, the token) makes its token the connection's
+// token (tokenOf), which Authorize verifies, expiry included, at each
+// use: a bad token is refused request by request, with the reason. A
+// unix credential is anonymous. It returns an error only when the
+// answer cannot be written.
+func (c *conn) auth(h *header, data []byte) error {
+	switch cred := string(bytes.TrimRight(h.params()[12:16], "\x00")); {
+	case cred == "unix":
+		return c.send(h.sid(), uint16(xrdproto.Ok))
+	case cred == "ztn" && c.tls && c.s.opts.Authorize != nil:
+		if len(data) < 10 || string(data[:4]) != "ztn\x00" || data[5] != 'T' {
+			c.s.countError(classProtocol)
+			return c.sendError(h.sid(), codeNotAuthorized, "malformed ztn credentials")
+		}
+		n := int(u16(data, 8))
+		tok := string(bytes.TrimRight(data[10:min(len(data), 10+n)], "\x00"))
+		if tok == "" {
+			c.s.countError(classRefused)
+			return c.sendError(h.sid(), codeNotAuthorized, "empty ztn token")
+		}
+		c.mu.Lock()
+		c.token = tok
+		c.mu.Unlock()
+		return c.send(h.sid(), uint16(xrdproto.Ok))
+	default:
+		c.s.countError(classRefused)
+		return c.sendError(h.sid(), codeNotAuthorized, fmt.Sprintf("security protocol %q is not accepted: lakefed takes ztn (a bearer token, over roots://) or unix (anonymous)", cred))
+	}
 }
 
 // dispatch runs one request beside the reader loop; f is the file its
@@ -378,7 +511,20 @@ func (c *conn) answered(key string) {
 	c.mu.Unlock()
 }
 
-// reqCtx is the context of one namespace call.
-func (c *conn) reqCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.ctx, c.s.opts.RequestTimeout)
+// reqCtx is the context of one namespace call for the caller with
+// bearer token tok (see withBearer).
+func (c *conn) reqCtx(tok string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.opts.RequestTimeout)
+	return c.withBearer(ctx, tok), cancel
+}
+
+// withBearer returns ctx carrying tok (httpx.WithBearer), for the
+// endpoints that pass their caller's token on (endpoint.Config.PassToken)
+// as they do a token Middleware found. Only a token Authorize granted
+// is passed on: without the hook tokens are not verified, and none is.
+func (c *conn) withBearer(ctx context.Context, tok string) context.Context {
+	if c.s.opts.Authorize == nil || tok == "" || tok == badToken {
+		return ctx
+	}
+	return httpx.WithBearer(ctx, tok)
 }

@@ -73,11 +73,15 @@ type file struct {
 	rcEnd   int64 // end of the range rc was opened for
 	lastEnd int64 // end of the last read: a read starting there is sequential
 
-	// Write side: the upload, stored by Put on close.
-	mu     sync.Mutex
-	tmp    *os.File
-	size   int64 // bytes up to the last one written
-	failed error // a write failed: close must not Put
+	// Write side: the upload, stored by Put on close, and the bearer
+	// token it was opened with (for the kXR_mv of a held upload);
+	// createOnly when the token may create p but not replace it.
+	token      string
+	createOnly bool
+	mu         sync.Mutex
+	tmp        *os.File
+	size       int64 // bytes up to the last one written
+	failed     error // a write failed: close must not Put
 }
 
 func newFile(c *conn, p string) *file {
@@ -162,11 +166,20 @@ func (c *conn) open(h *header, data []byte) error {
 		return c.sendError(h.sid(), codeIsDirectory, "/ is a directory")
 	}
 	key := "open " + p
-	ctx, cancel := c.reqCtx()
+	tok := c.tokenOf(cgi)
+	write := opts&writeOpts != 0
+	acts := []string{ActRead}
+	if write {
+		acts = []string{ActCreate, ActModify} // which one is needed depends on the Stat
+	}
+	if err := c.authorize(tok, p, acts...); err != nil {
+		return c.refuse(h.sid(), err)
+	}
+	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
 	info, err := c.s.ns.Stat(ctx, p)
-	if opts&writeOpts != 0 {
-		return c.openWrite(h, p, opts, err, info)
+	if write {
+		return c.openWrite(h, p, tok, opts, err, info)
 	}
 	if err != nil {
 		return c.sendFailure(h.sid(), key, codeArgInvalid, err)
@@ -189,6 +202,7 @@ func (c *conn) open(h *header, data []byte) error {
 	}
 	f := newFile(c, p)
 	f.info = info
+	f.ctx = c.withBearer(f.ctx, tok) // its reads are the caller's
 	fh, ok := c.addFile(f)
 	if !ok {
 		f.abort()
@@ -215,8 +229,23 @@ func openBody(fh uint32, opts xrdfs.OpenOptions, p string, info endpoint.Info) [
 	return b
 }
 
-// openWrite starts an upload of p; statErr and info are what Stat said.
-func (c *conn) openWrite(h *header, p string, opts xrdfs.OpenOptions, statErr error, info endpoint.Info) error {
+// openWrite starts an upload of p for the caller with token tok;
+// statErr and info are what Stat said. Replacing a file needs
+// ActModify, a new one ActCreate; a caller who may only create is
+// checked again at close (see close).
+func (c *conn) openWrite(h *header, p, tok string, opts xrdfs.OpenOptions, statErr error, info endpoint.Info) error {
+	exists := statErr == nil
+	createOnly := false
+	if statErr == nil || errors.Is(statErr, endpoint.ErrNotFound) {
+		act := ActCreate
+		if exists {
+			act = ActModify
+		}
+		if err := c.authorize(tok, p, act); err != nil {
+			return c.refuse(h.sid(), err)
+		}
+		createOnly = !exists && c.authorize(tok, p, ActModify) != nil
+	}
 	switch {
 	case statErr == nil && info.IsDir:
 		c.s.countError(classRefused)
@@ -237,7 +266,7 @@ func (c *conn) openWrite(h *header, p string, opts xrdfs.OpenOptions, statErr er
 		return c.sendError(h.sid(), codeServerError, "upload buffer: "+err.Error())
 	}
 	f := newFile(c, p)
-	f.tmp = tmp
+	f.tmp, f.token, f.createOnly = tmp, tok, createOnly
 	fh, ok := c.addFile(f)
 	if !ok {
 		f.abort()
@@ -641,20 +670,55 @@ func (c *conn) close(h *header, f *file) error {
 		c.s.countError(classRefused)
 		return c.sendError(h.sid(), codeIOError, "upload not stored: "+failed.Error())
 	}
-	if isHeldName(f.path) && c.hold(f.path, tmp, size) {
+	if isHeldName(f.path) && c.hold(f.path, held{tmp, size, f.token}) {
 		return c.send(h.sid(), uint16(xrdproto.Ok))
 	}
 	defer dropUpload(tmp)
-	if err := c.put(f.path, tmp, size); err != nil {
+	if f.createOnly {
+		if err := c.stillNew(f.path, f.token); err != nil {
+			return c.refuse(h.sid(), err)
+		}
+	}
+	if err := c.put(f.path, f.token, tmp, size); err != nil {
 		// No wait here: the upload file goes with this answer.
 		return c.sendFailure(h.sid(), "", codeNotAuthorized, err)
 	}
 	return c.send(h.sid(), uint16(xrdproto.Ok))
 }
 
-// put stores size bytes of tmp as p.
-func (c *conn) put(p string, tmp *os.File, size int64) error {
-	ctx, cancel := c.reqCtx()
+// stillNew refuses the upload of a caller who may create p but not
+// replace it, when p appeared after the open: Put has no "only if new".
+// A file that appears between this Stat and the Put is the window left.
+func (c *conn) stillNew(p, tok string) error {
+	ctx, cancel := c.reqCtx(tok)
+	defer cancel()
+	if _, err := c.s.ns.Stat(ctx, p); err == nil {
+		return fmt.Errorf("%s was created since the open, and this caller may not replace files", p)
+	}
+	return nil
+}
+
+// writeAllowed checks that tok may store an upload as p: ActModify when
+// p exists, ActCreate when it does not, both when the Stat fails.
+func (c *conn) writeAllowed(tok, p string) error {
+	ctx, cancel := c.reqCtx(tok)
+	defer cancel()
+	_, err := c.s.ns.Stat(ctx, p)
+	switch {
+	case err == nil:
+		return c.authorize(tok, p, ActModify)
+	case errors.Is(err, endpoint.ErrNotFound):
+		return c.authorize(tok, p, ActCreate)
+	}
+	if err := c.authorize(tok, p, ActCreate); err != nil {
+		return err
+	}
+	return c.authorize(tok, p, ActModify)
+}
+
+// put stores size bytes of tmp as p for the caller with token tok.
+func (c *conn) put(p, tok string, tmp *os.File, size int64) error {
+	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
 	return c.s.ns.Put(ctx, p, io.NewSectionReader(tmp, 0, size), size)
 }
@@ -665,10 +729,12 @@ func dropUpload(tmp *os.File) {
 	os.Remove(tmp.Name())
 }
 
-// held is a closed upload kept for a rename.
+// held is a closed upload kept for a rename, with the bearer token of
+// its open.
 type held struct {
-	tmp  *os.File
-	size int64
+	tmp   *os.File
+	size  int64
+	token string
 }
 
 // isHeldName reports whether p is a temporary name of lakefed's own
@@ -695,7 +761,7 @@ func isHeldName(p string) bool {
 }
 
 // hold keeps a closed upload under p, or returns false at MaxFiles held.
-func (c *conn) hold(p string, tmp *os.File, size int64) bool {
+func (c *conn) hold(p string, u held) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.files == nil || len(c.held) >= c.s.opts.MaxFiles {
@@ -704,7 +770,7 @@ func (c *conn) hold(p string, tmp *os.File, size int64) bool {
 	if old, ok := c.held[p]; ok {
 		dropUpload(old.tmp)
 	}
-	c.held[p] = held{tmp, size}
+	c.held[p] = u
 	return true
 }
 
@@ -731,7 +797,7 @@ func (c *conn) rename(h *header, data []byte) error {
 		return c.sendError(h.sid(), codeArgMissing, "kXR_mv needs two paths")
 	}
 	from, _, err1 := splitPath(data[:n])
-	to, _, err2 := splitPath(data[n+1:])
+	to, toCGI, err2 := splitPath(data[n+1:])
 	if err := errors.Join(err1, err2); err != nil {
 		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
 	}
@@ -741,7 +807,19 @@ func (c *conn) rename(h *header, data []byte) error {
 		return c.sendError(h.sid(), codeUnsupported, "kXR_mv is not supported by lakefed (only of an upload just closed on this connection)")
 	}
 	defer dropUpload(u.tmp)
-	if err := c.put(to, u.tmp, u.size); err != nil {
+	// The upload was allowed under its temporary name; its real name is
+	// decided now, with the token the kXR_mv carries, else the open's.
+	tok := bearerToken(toCGI)
+	if tok == "" {
+		tok = u.token
+	}
+	if tok == "" {
+		tok = c.tokenOf(nil)
+	}
+	if err := c.writeAllowed(tok, to); err != nil {
+		return c.refuse(h.sid(), err)
+	}
+	if err := c.put(to, tok, u.tmp, u.size); err != nil {
 		return c.sendFailure(h.sid(), "", codeNotAuthorized, err)
 	}
 	return c.send(h.sid(), uint16(xrdproto.Ok))

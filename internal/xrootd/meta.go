@@ -30,8 +30,95 @@ func splitPath(data []byte) (string, url.Values, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	v, _ := url.ParseQuery(cgi) // a malformed pair is dropped, like XrdOucEnv does
+	v, err := url.ParseQuery(cgi) // a malformed pair is dropped, like XrdOucEnv does
+	if err != nil && len(v["authz"]) == 0 && strings.Contains(cgi, "authz") {
+		for part := range strings.SplitSeq(cgi, "&") {
+			if k, _, _ := strings.Cut(part, "="); k == "authz" {
+				v.Set("authz", badToken) // a token offered, whose escapes are bad
+			}
+		}
+	}
 	return p, v, nil
+}
+
+// badToken is what Authorize gets for an authz that is there but empty
+// or badly escaped: no issuer signs a token with a NUL in it, so it is
+// refused, where no token at all would be anonymous.
+const badToken = "\x00"
+
+// bearerToken is the bearer token in a request's CGI: the last authz
+// value, unescaped, without its optional "Bearer " (XRootD's and gfal2's
+// "?authz=Bearer%20<jwt>"); "" when there is none.
+func bearerToken(cgi url.Values) string {
+	vs := cgi["authz"]
+	if len(vs) == 0 {
+		return ""
+	}
+	t := strings.TrimSpace(vs[len(vs)-1])
+	if len(t) >= 7 && strings.EqualFold(t[:7], "Bearer ") {
+		t = strings.TrimSpace(t[7:])
+	}
+	if t == "" {
+		return badToken
+	}
+	return t
+}
+
+// tokenOf is the bearer token a request acts with: its own authz, else
+// the connection's token, the last one that was granted anything on
+// this connection. XrdCl sends the URL's CGI with kXR_open, kXR_stat
+// and kXR_dirlist but not with the checksum query xrdcp makes after a
+// copy (XrdCl::Utils::GetRemoteCheckSum takes the path without it): a
+// token, once verified, is the connection's credential as a ztn login
+// would be. It is verified again, expiry included, at each use.
+func (c *conn) tokenOf(cgi url.Values) string {
+	if tok := bearerToken(cgi); tok != "" {
+		return tok
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.token
+}
+
+// authorize asks Options.Authorize whether tok may do one of acts (any
+// one suffices) on p: nil without a hook or when one is granted, else
+// the refusal of the first. A token granted something becomes the
+// connection's token.
+func (c *conn) authorize(tok, p string, acts ...string) error {
+	if c.s.opts.Authorize == nil {
+		return nil
+	}
+	ctx, cancel := c.reqCtx("")
+	defer cancel()
+	var first error
+	for _, a := range acts {
+		err := c.s.opts.Authorize(ctx, tok, a, p)
+		if err == nil {
+			if tok != "" && tok != badToken {
+				c.mu.Lock()
+				c.token = tok
+				c.mu.Unlock()
+			}
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// refuse answers a request Authorize refused with kXR_NotAuthorized and
+// the refusal's one-line reason.
+func (c *conn) refuse(sid [2]byte, err error) error {
+	c.s.countError(classRefused)
+	msg := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, err.Error())
+	return c.sendError(sid, codeNotAuthorized, msg)
 }
 
 // statLine formats info as kXR_stat answers it: "id size flags mtime".
@@ -68,11 +155,15 @@ func (c *conn) stat(h *header, data []byte) error {
 		info := f.stat()
 		return c.send(h.sid(), uint16(xrdproto.Ok), append([]byte(statLine(f.path, info)), 0))
 	}
-	p, _, err := splitPath(data)
+	p, cgi, err := splitPath(data)
 	if err != nil {
 		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
 	}
-	ctx, cancel := c.reqCtx()
+	tok := c.tokenOf(cgi)
+	if err := c.authorize(tok, p, ActRead, ActList); err != nil {
+		return c.refuse(h.sid(), err)
+	}
+	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
 	info, err := c.s.ns.Stat(ctx, p)
 	key := "stat " + p
@@ -84,19 +175,21 @@ func (c *conn) stat(h *header, data []byte) error {
 }
 
 // statx answers kXR_statx: one flag byte per newline-separated path;
-// a path that cannot be described is kXR_other, as XRootD answers it.
+// a path that cannot be described, or that Authorize refuses, is
+// kXR_other, as XRootD answers it.
 func (c *conn) statx(h *header, data []byte) error {
 	lines := strings.Split(strings.TrimRight(string(data), "\x00\n"), "\n")
-	ctx, cancel := c.reqCtx()
+	ctx, cancel := c.reqCtx("")
 	defer cancel()
 	out := make([]byte, 0, len(lines))
 	for _, l := range lines {
-		p, _, err := splitPath([]byte(l))
-		if err != nil {
+		p, cgi, err := splitPath([]byte(l))
+		tok := c.tokenOf(cgi)
+		if err != nil || c.authorize(tok, p, ActRead, ActList) != nil {
 			out = append(out, statOther)
 			continue
 		}
-		info, err := c.s.ns.Stat(ctx, p)
+		info, err := c.s.ns.Stat(c.withBearer(ctx, tok), p)
 		switch {
 		case err == nil:
 			out = append(out, byte(statFlags(info)))
@@ -117,11 +210,15 @@ func (c *conn) statx(h *header, data []byte) error {
 // is there (XrdXrootdProtocol::do_DirStat). Long listings go in
 // kXR_oksofar parts.
 func (c *conn) dirlist(h *header, data []byte) error {
-	p, _, err := splitPath(data)
+	p, cgi, err := splitPath(data)
 	if err != nil {
 		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
 	}
-	ctx, cancel := c.reqCtx()
+	tok := c.tokenOf(cgi)
+	if err := c.authorize(tok, p, ActList); err != nil {
+		return c.refuse(h.sid(), err)
+	}
+	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
 	list, err := c.s.ns.List(ctx, p)
 	key := "dirlist " + p
@@ -164,11 +261,15 @@ func (c *conn) dirlist(h *header, data []byte) error {
 // each server named) and for files with replicas of other schemes,
 // which the door serves.
 func (c *conn) locate(h *header, data []byte) error {
-	p, _, err := splitPath(bytes.TrimPrefix(data, []byte("*")))
+	p, cgi, err := splitPath(bytes.TrimPrefix(data, []byte("*")))
 	if err != nil {
 		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
 	}
-	ctx, cancel := c.reqCtx()
+	tok := c.tokenOf(cgi)
+	if err := c.authorize(tok, p, ActRead, ActList); err != nil {
+		return c.refuse(h.sid(), err)
+	}
+	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
 	key := "locate " + p
 	info, err := c.s.ns.Stat(ctx, p)
@@ -180,6 +281,10 @@ func (c *conn) locate(h *header, data []byte) error {
 	if info.IsDir {
 		self = true
 	} else {
+		// Where a file's bytes are is for those who may read them.
+		if err := c.authorize(tok, p, ActRead); err != nil {
+			return c.refuse(h.sid(), err)
+		}
 		reps, err := c.s.ns.Replicas(ctx, p)
 		if err != nil {
 			return c.sendFailure(h.sid(), key, codeArgInvalid, err)
@@ -286,11 +391,15 @@ func (c *conn) query(h *header, data []byte) error {
 	if err != nil {
 		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
 	}
+	tok := c.tokenOf(cgi)
+	if err := c.authorize(tok, p, ActRead); err != nil {
+		return c.refuse(h.sid(), err)
+	}
 	algo := strings.ToLower(cgi.Get("cks.type"))
 	if algo == "" {
 		algo = "adler32"
 	}
-	ctx, cancel := c.reqCtx()
+	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
 	sum, err := c.s.ns.Checksum(ctx, p, algo)
 	key := "query " + p

@@ -11,6 +11,7 @@ import (
 // (XRootD protocol v5) that go-hep's xrdproto does not export. The rest
 // come from xrdproto and its subpackages.
 const (
+	reqAuth    = 3000 // kXR_auth
 	reqReadV   = 3025 // kXR_readv
 	reqPgWrite = 3026 // kXR_pgwrite
 	reqPgRead  = 3030 // kXR_pgread
@@ -23,6 +24,14 @@ const (
 	// kXR_protocol response flags.
 	flagIsManager = 0x00000002 // kXR_isManager
 	flagSupPgRW   = 0x00200000 // kXR_suppgrw: pgread and pgwrite
+	flagHaveTLS   = 0x80000000 // kXR_haveTLS: the server can do TLS
+	flagGotoTLS   = 0x40000000 // kXR_gotoTLS: TLS starts right after this answer
+	flagTLSLogin  = 0x04000000 // kXR_tlsLogin: TLS is required before kXR_login
+
+	// kXR_protocol request flags (ClientProtocolRequest::flags) and the
+	// mask of its expect byte.
+	protoAbleTLS = 0x02 // kXR_ableTLS: the client can do TLS
+	protoWantTLS = 0x04 // kXR_wantTLS: the client wants TLS now (roots://)
 
 	// kXR_status resptype.
 	finalResult   = 0x00 // kXR_FinalResult
@@ -58,6 +67,7 @@ const (
 	codeIsDirectory   xrdproto.ServerErrorCode = 3016
 	codeItExists      xrdproto.ServerErrorCode = 3018
 	codeChkSumErr     xrdproto.ServerErrorCode = 3019
+	codeTLSRequired   xrdproto.ServerErrorCode = 3028
 )
 
 // Stat flags (XStatRespFlags).

@@ -23,12 +23,25 @@
 // go-hep's server (go-hep.org/x/hep/xrootd, BSD-3), whose dispatch is a
 // closed switch over the internal xrdenc package, has no readv, pgread,
 // locate or query, does not strip CGI and lets "/../" escape its export.
-// Requests served: kXR_protocol, login (no authentication), ping, endsess,
+// Requests served: kXR_protocol, login, auth (ztn and unix), ping, endsess,
 // stat, statx, dirlist (with kXR_dstat), locate, open, read, readv, pgread,
 // write, pgwrite, sync, close, and query checksum and config (uproot and
 // fsspec-xrootd ask for the readv limits). kXR_mv and kXR_rm are served
 // only for the temporary upload of lakefed's own root:// client (see
 // isHeldName). Anything else gets kXR_Unsupported with the request's name.
+//
+// Security: with Options.TLS the door speaks roots://, XRootD 5's
+// in-protocol TLS (kXR_protocol's kXR_wantTLS answered with
+// kXR_gotoTLS, then a TLS handshake on the same connection), and with
+// RequireTLS it refuses clients that stay in plain TCP. A bearer token
+// comes with a request in the authz= CGI of its path (xrdcp
+// 'roots://host//p?authz=Bearer%20<jwt>'), or once for the connection:
+// over TLS with Authorize, the login answer offers ztn, whose XrdCl
+// plugin sends the token it finds in BEARER_TOKEN (and the other WLCG
+// discovery places) in kXR_auth, and unix, the anonymous fallback.
+// Options.Authorize decides each request with its token before the
+// namespace is asked; a refusal is kXR_NotAuthorized, never
+// kXR_NotFound.
 //
 // Uploads are buffered in a temporary file and stored by Namespace.Put on
 // kXR_close, whose answer is the Put's: a failed or cut upload is never
@@ -47,6 +60,7 @@ package xrootd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -123,7 +137,52 @@ type Options struct {
 	// (stat, dirlist, locate, open, query) and each close's Put. Zero
 	// means 5 minutes.
 	RequestTimeout time.Duration
+
+	// TLS turns on roots://, XRootD's in-protocol TLS (protocol 5,
+	// XProtocol.hh): the kXR_protocol answer says kXR_haveTLS, and a
+	// client that asks for TLS (kXR_wantTLS: a roots:// URL) gets
+	// kXR_gotoTLS and the TLS handshake on the same connection, before
+	// its kXR_login. Nil: no TLS; a roots:// client is told the server
+	// cannot encrypt and gives up. The config is used as it is, with its
+	// client certificate settings; the door reads no identity from them.
+	TLS *tls.Config
+	// RequireTLS refuses clients that do not switch to TLS: the
+	// kXR_protocol answer says kXR_tlsLogin, which makes XRootD 5
+	// clients switch whatever their URL's scheme, and every request of
+	// a connection still in plain TCP but kXR_protocol gets
+	// kXR_TLSRequired. Only with TLS.
+	RequireTLS bool
+	// Authorize decides each request that names a path: whether the
+	// bearer token the request's CGI carries in authz= ("Bearer%20<jwt>"
+	// or the bare JWT, as XrdCl and gfal2 send it) may do act (one of
+	// the Act constants) on the clean path p. A request without authz
+	// acts with the connection's token, the last one granted anything
+	// on it (xrdcp's checksum query carries no CGI), and without one
+	// token is "": the caller is anonymous. An authz that is empty or
+	// badly escaped is passed as a token no issuer signed. A non-nil
+	// error refuses the request with kXR_NotAuthorized and the error's
+	// text, before the namespace is asked anything, so a refusal never
+	// tells whether the path exists. Requests on an open file handle
+	// were decided at the open. A granted token goes with the request's
+	// namespace calls (httpx.WithBearer), for endpoints that pass their
+	// caller's token on. Nil: everything is allowed, and tokens are
+	// neither read nor passed on.
+	Authorize func(ctx context.Context, token, act, p string) error
 }
+
+// The actions Authorize is asked about; they are the names package auth
+// gives them.
+const (
+	// ActRead is stat, locate, checksum query and open for read.
+	ActRead = "read"
+	// ActList is dirlist; stat and locate accept it in place of read.
+	ActList = "list"
+	// ActCreate is an upload of a path that does not exist.
+	ActCreate = "create"
+	// ActModify is an upload over a file that exists (kXR_delete,
+	// xrdcp -f).
+	ActModify = "modify"
+)
 
 func (o *Options) fill() {
 	if o.Log == nil {
