@@ -648,3 +648,19 @@ func TestForgetThenNewVersion(t *testing.T) {
 		t.Fatalf("after Forget: %d, %d bytes, want v2 (%d)", resp.StatusCode, len(b), len(v2))
 	}
 }
+
+// The file's adler32 combined from its blocks' is the adler32 of the
+// whole: the check of a complete file that reads nothing back.
+func TestVerifiedWithoutReadBack(t *testing.T) {
+	o := startOrigin(t)
+	data := random(7*block+1234, 61)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block}, o.ep)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+		t.Fatal("differs")
+	}
+	waitVerified(t, n, "/f")
+	if got := metric(t, n.URL+"/metrics", "lakefed_cache_checksum_mismatches_total"); got != 0 {
+		t.Errorf("%d checksum mismatches: the combined adler32 is wrong", got)
+	}
+}

@@ -89,6 +89,10 @@ type file struct {
 	checked time.Time // when the origin last confirmed hdr
 	crcs    []uint32
 	have    []bool
+	// adlers are the blocks' adler32 when this run filled them (adlerOK),
+	// combined into the file's to verify it without reading it back.
+	adlers  []uint32
+	adlerOK []bool
 	present int64 // blocks present
 	bytes   int64 // bytes of the blocks present
 	// filling maps a block being fetched to the channel closed when its
@@ -145,6 +149,7 @@ func (f *file) resetLocked(hdr header, epoch uint64) error {
 	f.hdr, f.known = hdr, true
 	n := hdr.blocks()
 	f.crcs, f.have = make([]uint32, n), make([]bool, n)
+	f.adlers, f.adlerOK = make([]uint32, n), make([]bool, n)
 	f.present, f.bytes, f.verified, f.fillErr = 0, 0, false, nil
 	clear(f.prefetched)
 	clear(f.filling) // the old epoch's fills close their own channels
@@ -231,6 +236,7 @@ func load(dir, metaPath string) (*file, error) {
 	f.hdr, f.known = hdr, true
 	n := hdr.blocks()
 	f.crcs, f.have = make([]uint32, n), make([]bool, n)
+	f.adlers, f.adlerOK = make([]uint32, n), make([]bool, n)
 	for recs := raw[8+hl:]; len(recs) >= recSize; recs = recs[recSize:] {
 		i, crc := binary.LittleEndian.Uint32(recs[:4]), binary.LittleEndian.Uint32(recs[4:8])
 		switch {

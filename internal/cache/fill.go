@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
+		"hash/crc32"
 	"io"
 	"os"
 	"time"
@@ -184,6 +184,9 @@ func (c *Cache) fill(r *run) {
 		}
 		tries = 0
 		crc := crc32.Checksum(b, castagnoli)
+		ah := httpx.NewAdler32()
+		ah.Write(b)
+		adler := ah.Sum32() // combined into the file's at completion: no re-read to verify it
 		if _, werr := r.d.WriteAt(b, next*hdr.Block); werr != nil {
 			c.m.diskErrors.Inc()
 			c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
@@ -197,6 +200,7 @@ func (c *Cache) fill(r *run) {
 		if f.epoch == r.epoch && !f.gone && !f.have[next] {
 			if aerr := f.appendLocked(uint32(next), crc); aerr == nil {
 				f.have[next], f.crcs[next] = true, crc
+				f.adlers[next], f.adlerOK[next] = adler, true
 				f.present++
 				f.bytes += int64(len(b))
 				added = true
@@ -260,6 +264,7 @@ func (c *Cache) verify(f *file, epoch uint64) {
 	}()
 	f.mu.Lock()
 	hdr, crcs := f.hdr, append([]uint32(nil), f.crcs...)
+	adlers, adlerOK := append([]uint32(nil), f.adlers...), append([]bool(nil), f.adlerOK...)
 	f.mu.Unlock()
 	want := hdr.Adler32
 	if want == "" {
@@ -270,26 +275,33 @@ func (c *Cache) verify(f *file, epoch uint64) {
 		}
 		want = sum
 	}
-	d, err := os.Open(f.dataPath())
-	if err != nil {
-		return
-	}
-	defer d.Close()
-	bp := c.bufs.Get().(*[]byte)
-	defer c.bufs.Put(bp)
-	h := httpx.NewAdler32()
-	for i := range hdr.blocks() {
-		b, ok, err := readBlock(d, hdr, i, crcs[i], *bp)
-		if err != nil || c.ctx.Err() != nil {
+	var got string
+	if combined, ok := combineAdlers(hdr, adlers, adlerOK); ok {
+		got = fmt.Sprintf("%08x", combined)
+	} else {
+		// Blocks filled by an earlier run have no adler32 in memory:
+		// read the file back.
+		d, err := os.Open(f.dataPath())
+		if err != nil {
 			return
 		}
-		if !ok {
-			c.corrupt(f, epoch, i)
-			return // the next reader fetches it again; verify runs again then
+		defer d.Close()
+		bp := c.bufs.Get().(*[]byte)
+		defer c.bufs.Put(bp)
+		h := httpx.NewAdler32()
+		for i := range hdr.blocks() {
+			b, ok, err := readBlock(d, hdr, i, crcs[i], *bp)
+			if err != nil || c.ctx.Err() != nil {
+				return
+			}
+			if !ok {
+				c.corrupt(f, epoch, i)
+				return // the next reader fetches it again; verify runs again then
+			}
+			h.Write(b)
 		}
-		h.Write(b)
+		got = fmt.Sprintf("%08x", h.Sum32())
 	}
-	got := fmt.Sprintf("%08x", h.Sum32())
 	f.mu.Lock()
 	same := f.epoch == epoch && !f.gone
 	f.mu.Unlock()
@@ -340,4 +352,42 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// combineAdlers is the adler32 of the whole file from the adler32 of each
+// block, computed as the blocks were filled (zlib's adler32_combine); ok
+// is false when a block's is not known.
+func combineAdlers(hdr header, adlers []uint32, known []bool) (uint32, bool) {
+	sum := uint32(1) // the adler32 of nothing
+	for i := range hdr.blocks() {
+		if !known[i] {
+			return 0, false
+		}
+		sum = adler32Combine(sum, adlers[i], hdr.blockLen(i))
+	}
+	return sum, true
+}
+
+// adler32Combine is the adler32 of A followed by B, from the adler32 of
+// each and B's length (zlib's adler32_combine).
+func adler32Combine(a1, a2 uint32, len2 int64) uint32 {
+	const base = 65521
+	rem := uint32(len2 % base)
+	sum1 := a1 & 0xffff
+	sum2 := (rem * sum1) % base
+	sum1 += (a2 & 0xffff) + base - 1
+	sum2 += (a1 >> 16) + (a2 >> 16) + base - rem
+	if sum1 >= base {
+		sum1 -= base
+	}
+	if sum1 >= base {
+		sum1 -= base
+	}
+	if sum2 >= base<<1 {
+		sum2 -= base << 1
+	}
+	if sum2 >= base {
+		sum2 -= base
+	}
+	return sum1 | sum2<<16
 }
