@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"hash/crc32"
+	"hash/crc32"
 	"io"
 	"os"
 	"time"
