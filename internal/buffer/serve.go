@@ -3,12 +3,9 @@ package buffer
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"net/http"
-	"net/url"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
@@ -194,7 +191,7 @@ func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string,
 			seen[it.path] = i
 		}
 		for _, k := range kids {
-			kp := joinName(p, k.Name)
+			kp := davxml.JoinName(p, k.Name)
 			if i, ok := seen[kp]; ok {
 				if !k.IsDir {
 					items[i].info = k // the buffer's version is the newest
@@ -246,12 +243,6 @@ func (b *Buffer) children(p string) []endpoint.Info {
 	return out
 }
 
-func joinName(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
-}
 
 // recorder keeps next's answer to a PROPFIND so it can be merged.
 type recorder struct {
@@ -298,53 +289,12 @@ type davEntry struct {
 }
 
 // writeMultistatus writes a 207 with one response per item, in the
-// federator's form (the live properties clients use).
+// federator's form (davxml: the live properties clients use).
 func writeMultistatus(w http.ResponseWriter, items []davEntry) {
 	var sb strings.Builder
-	sb.WriteString(xml.Header)
-	sb.WriteString(`<D:multistatus xmlns:D="DAV:">` + "\n")
+	sb.WriteString(davxml.MultistatusOpen)
 	for _, it := range items {
-		writeResponse(&sb, it.path, it.info)
+		davxml.AppendResponse(&sb, it.path, it.info)
 	}
-	sb.WriteString("</D:multistatus>\n")
-	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(sb.Len()))
-	w.WriteHeader(http.StatusMultiStatus)
-	_, _ = w.Write([]byte(sb.String()))
-}
-
-// writeResponse writes one <D:response> for the logical path p.
-func writeResponse(b *strings.Builder, p string, it endpoint.Info) {
-	href := (&url.URL{Path: p}).EscapedPath()
-	if it.IsDir && !strings.HasSuffix(href, "/") {
-		href += "/"
-	}
-	b.WriteString("<D:response><D:href>")
-	_ = xml.EscapeText(b, []byte(href))
-	b.WriteString("</D:href><D:propstat><D:prop>")
-	name := it.Name
-	if name == "" {
-		name = path.Base(p)
-	}
-	b.WriteString("<D:displayname>")
-	_ = xml.EscapeText(b, []byte(name))
-	b.WriteString("</D:displayname>")
-	if it.IsDir {
-		b.WriteString("<D:resourcetype><D:collection/></D:resourcetype>")
-	} else {
-		b.WriteString("<D:resourcetype/><D:getcontentlength>")
-		b.WriteString(strconv.FormatInt(it.Size, 10))
-		b.WriteString("</D:getcontentlength><D:getcontenttype>application/octet-stream</D:getcontenttype>")
-	}
-	if !it.ModTime.IsZero() {
-		b.WriteString("<D:getlastmodified>")
-		b.WriteString(it.ModTime.UTC().Format(http.TimeFormat))
-		b.WriteString("</D:getlastmodified>")
-	}
-	if it.ETag != "" {
-		b.WriteString("<D:getetag>")
-		_ = xml.EscapeText(b, []byte(`"`+it.ETag+`"`))
-		b.WriteString("</D:getetag>")
-	}
-	b.WriteString("</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>\n")
+	davxml.WriteMultistatus(w, &sb)
 }

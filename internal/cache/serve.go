@@ -279,7 +279,7 @@ func (c *Cache) answer(w http.ResponseWriter, r *http.Request, f *file, d *os.Fi
 	case err != nil:
 		ranges = nil // a malformed Range is ignored (RFC 9110 §14.2)
 	}
-	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !ifRangeMatches(ir, etag, h.Get("Last-Modified")) {
+	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !httpx.IfRangeMatches(ir, etag, h.Get("Last-Modified")) {
 		ranges = nil
 	}
 	whole := len(ranges) == 0
@@ -357,16 +357,6 @@ func (c *Cache) answer(w http.ResponseWriter, r *http.Request, f *file, d *os.Fi
 		_ = mw.Close()
 	}
 	return nil
-}
-
-// ifRangeMatches evaluates If-Range against the version served: an
-// entity tag by strong comparison, or a date equal to Last-Modified
-// (RFC 9110 §13.1.5).
-func ifRangeMatches(ir, etag, lastMod string) bool {
-	if strings.HasPrefix(ir, `"`) || strings.HasPrefix(ir, "W/") {
-		return !strings.HasPrefix(ir, "W/") && ir == etag
-	}
-	return lastMod != "" && ir == lastMod
 }
 
 // record adds a request's ranges to the file's access pattern and

@@ -120,7 +120,7 @@ func (f *Federator) proxy(rq *request, rk []ranked, fresh bool) error {
 		httpError(w, http.StatusRequestedRangeNotSatisfiable, "range not satisfiable")
 		return nil
 	}
-	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !ifRangeMatches(ir, etag, lastMod) {
+	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !httpx.IfRangeMatches(ir, etag, lastMod) {
 		// RFC 9110 §13.1.5: the client's copy is not this version, so
 		// it gets the whole of this one.
 		ranges = nil
@@ -172,17 +172,6 @@ func (f *Federator) proxy(rq *request, rk []ranked, fresh bool) error {
 		_ = mw.Close()
 	}
 	return nil
-}
-
-// ifRangeMatches evaluates an If-Range value against the version served:
-// an entity tag by strong comparison, or a date equal to Last-Modified
-// (RFC 9110 §13.1.5).
-func ifRangeMatches(ir, etag, lastMod string) bool {
-	ir = strings.TrimSpace(ir)
-	if strings.HasPrefix(ir, `"`) || strings.HasPrefix(ir, "W/") {
-		return etag != "" && httpx.ETagMatch(ir, etag, false)
-	}
-	return lastMod != "" && ir == lastMod
 }
 
 // servedSums returns the checksums algos of the replica served: from its
