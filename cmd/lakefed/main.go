@@ -33,6 +33,7 @@ var commands = []struct {
 }{
 	{"storage", command{"serve a directory over HTTP/WebDAV", runStorage}},
 	{"cache", command{"run a read-through block cache in front of one origin (an XCache)", runCache}},
+	{"buffer", command{"run a write buffer in front of its targets; 'lakefed buffer status' shows one's state", runBuffer}},
 	{"serve", command{"run the roles a config file names (FILE or --config FILE)", runServe}},
 	{"check-config", command{"validate a config file", runCheckConfig}},
 	{"cp", command{"copy a file: local path or URL on either side", runCp}},

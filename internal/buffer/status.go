@@ -229,6 +229,15 @@ func (b *Buffer) Status() Status {
 	return st
 }
 
+// History returns the pending figures Run sampled, one every 10 s over
+// the last hour, oldest first: what /api/buffer gives as "history" and the
+// dashboard plots. It is empty before Run's first sample; it is a copy.
+func (b *Buffer) History() []Sample {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.history.list()
+}
+
 // StatusHandler serves GET /api/buffer: the Status as JSON, with the
 // history of pending bytes ("history": samples, oldest first) for the
 // dashboard's plot.
@@ -239,14 +248,10 @@ func (b *Buffer) StatusHandler() http.Handler {
 			httpx.WriteError(w, http.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
-		st := b.Status()
-		b.mu.Lock()
-		hist := b.history.list()
-		b.mu.Unlock()
 		body, err := json.Marshal(struct {
 			Status
 			History []Sample `json:"history"`
-		}{st, hist})
+		}{b.Status(), b.History()})
 		if err != nil {
 			httpx.WriteError(w, http.StatusInternalServerError, "internal error")
 			return

@@ -180,6 +180,9 @@ func (r *dashboardRole) start(_ context.Context, s *Server) error {
 	if s.cache != nil {
 		opts.Cache = s.cache // not a nil *cache.Cache: the page is shown only with a cache
 	}
+	if s.buffer != nil {
+		opts.Buffer = s.buffer // likewise
+	}
 	s.dash = web.New(opts)
 	r.run(s.runCtx, s.dash.Run)
 	return nil

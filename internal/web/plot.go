@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -392,8 +393,7 @@ func renderSVG(spec plotSpec) (template.HTML, error) {
 		}
 		p.X.Max = 0 // the axis ends at "now"
 		p.X.Tick.Marker = agoTicks(unit)
-		p.X.Label.Text = label
-		spec.XUnit = "s ago"
+		p.X.Label.Text = label // tipValue writes the tooltips' "40s ago"
 	}
 	return drawSVG(p, &leg, spec, &pts)
 }
@@ -465,16 +465,18 @@ func injectPoints(svg string, spec plotSpec, pts []placed) string {
 	return b.String()
 }
 
-// tipValue is a point's coordinate in its tooltip, with its unit.
+// tipValue is a point's coordinate in its tooltip, with its unit. A time
+// ago reads as a duration ("40s ago", "12m30s ago"); a value with more
+// digits than a person reads at a glance gets about three.
 func tipValue(v float64, unit string, ago bool) string {
 	if ago {
-		v = -v
+		return fmtDur(time.Duration(max(-v, 0)*float64(time.Second))) + " ago"
 	}
 	if unit == "B" {
 		return fmtBytes(int64(math.Round(v)))
 	}
 	s := strconv.FormatFloat(v, 'f', -1, 64)
-	if a := math.Abs(v); a != 0 && (a < 0.01 || a >= 1e6) || len(s) > 8 {
+	if a := math.Abs(v); a != 0 && (a < 0.01 || a >= 1e6) || len(s) > 6 {
 		s = sig3(v)
 	}
 	if unit == "" {

@@ -4,12 +4,14 @@
 // against expected open rate with the y = x line, failure fraction, block
 // read time, read rate and I/O wait against jobs, time series of open and
 // read times per endpoint and protocol) and side-by-side comparison of
-// runs, and, when the process runs a cache, how jobs read through it
-// (/ui/cache). Plots are drawn on the server with gonum/plot as inline SVG, so the
-// page needs no JavaScript and no internet access; a JSON API under
-// /ui/api serves the same data to scripts.
+// runs, when the process runs a cache, how jobs read through it
+// (/ui/cache), and, when it runs a write buffer, what waits to migrate
+// and what fails (/ui/buffer). Plots are drawn on the server with
+// gonum/plot as inline SVG, so the page needs no JavaScript and no
+// internet access; a JSON API under /ui/api serves the same data to
+// scripts.
 //
-//	dash := web.New(web.Options{Store: st, Federator: fed, Tests: sched, Cache: c, Log: log})
+//	dash := web.New(web.Options{Store: st, Federator: fed, Tests: sched, Cache: c, Buffer: b, Log: log})
 //	go dash.Run(ctx) // latency history of the federator's endpoints
 //	srv := &http.Server{Handler: web.Front(fed.Handler(), dash)}
 package web
@@ -67,6 +69,11 @@ type Options struct {
 	// page (404). Leave it unset rather than setting a nil *cache.Cache,
 	// which is a CacheSource that is not nil.
 	Cache CacheSource
+	// Buffer, when not nil, adds the write buffer page (/ui/buffer) and
+	// its link in the navigation, and its data under /ui/api/buffer. Nil:
+	// no buffer page (404). As with Cache, leave it unset rather than
+	// setting a nil *buffer.Buffer.
+	Buffer BufferSource
 	// Log receives errors of page rendering. Nil: slog.Default().
 	Log *slog.Logger
 	// PollInterval is how often Run samples the endpoints' latency.
@@ -119,10 +126,13 @@ func New(o Options) *Dashboard {
 		o.RecentRuns = 40
 	}
 	d := &Dashboard{o: o, log: o.Log.With("component", "web"), ring: map[string]*latRing{}}
-	// hasCache is per dashboard: the navigation links the cache page only
-	// when there is one.
-	hasCache := template.FuncMap{"hasCache": func() bool { return o.Cache != nil }}
-	d.tmpl = template.Must(template.New("").Funcs(funcs).Funcs(hasCache).ParseFS(assets, "templates/*.html"))
+	// hasCache and hasBuffer are per dashboard: the navigation links the
+	// cache and buffer pages only when there is one.
+	roles := template.FuncMap{
+		"hasCache":  func() bool { return o.Cache != nil },
+		"hasBuffer": func() bool { return o.Buffer != nil },
+	}
+	d.tmpl = template.Must(template.New("").Funcs(funcs).Funcs(roles).ParseFS(assets, "templates/*.html"))
 	static, _ := fs.Sub(assets, "static")
 	m := http.NewServeMux()
 	m.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
@@ -140,6 +150,9 @@ func New(o Options) *Dashboard {
 	m.HandleFunc("GET /ui/plot/cache/{name}", d.serveCachePlot)
 	m.HandleFunc("GET /ui/api/cache", d.apiCache)
 	m.HandleFunc("GET /ui/api/cache/files", d.apiCacheFiles)
+	m.HandleFunc("GET /ui/buffer", d.serveBuffer)
+	m.HandleFunc("GET /ui/plot/buffer/{name}", d.serveBufferPlot)
+	m.HandleFunc("GET /ui/api/buffer", d.apiBuffer)
 	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
 	d.mux = m
 	return d
