@@ -243,7 +243,6 @@ func (b *Buffer) children(p string) []endpoint.Info {
 	return out
 }
 
-
 // recorder keeps next's answer to a PROPFIND so it can be merged.
 type recorder struct {
 	h    http.Header
