@@ -153,8 +153,28 @@ func (c *Cache) serveFile(w http.ResponseWriter, r *http.Request) {
 	}
 	noCache, onlyIfCached := cacheControl(r.Header)
 	for attempt := 0; attempt < 3; attempt++ {
+		if onlyIfCached {
+			// RFC 9111 §5.2.1.7: answer from what is stored, without
+			// asking the origin anything.
+			f := c.peek(p)
+			if f == nil {
+				httpx.WriteError(w, http.StatusGatewayTimeout, "lakefed cache: "+p+" is not cached (only-if-cached)")
+				return
+			}
+			f.mu.Lock()
+			known := f.known
+			f.mu.Unlock()
+			if !known {
+				httpx.WriteError(w, http.StatusGatewayTimeout, "lakefed cache: "+p+" is not cached (only-if-cached)")
+				return
+			}
+		}
 		f := c.get(p)
-		if err := c.revalidate(r.Context(), f, noCache && attempt == 0); err != nil {
+		var err error
+		if !onlyIfCached {
+			err = c.revalidate(r.Context(), f, noCache && attempt == 0)
+		}
+		if err != nil {
 			if errors.Is(err, errChanged) {
 				continue
 			}
@@ -182,7 +202,7 @@ func (c *Cache) serveFile(w http.ResponseWriter, r *http.Request) {
 			c.drop(f)
 			continue
 		}
-		err := c.answer(w, r, f, d, hdr, epoch, onlyIfCached)
+		err = c.answer(w, r, f, d, hdr, epoch, onlyIfCached)
 		d.Close()
 		c.unpin(f)
 		if !errors.Is(err, errChanged) {
