@@ -147,19 +147,32 @@ func tlsListener(ln net.Listener, cfg *tls.Config) net.Listener {
 }
 
 // guardNamespace is guard for a front listener: the auth rules cover the
-// namespace, while the operator's pages (/metrics, /api/, /ui/) keep
-// their own rules (the admin section guards POST /api/reload).
+// namespace, while the operator's pages keep their own rules (the admin
+// section guards POST /api/reload). Only those exact paths pass
+// unguarded: every other path, /api/anything included, is a file of the
+// namespace and must pass the rules.
 func (s *Server) guardNamespace(h http.Handler, exists auth.ExistsFunc) http.Handler {
 	if s.auth == nil {
 		return h
 	}
 	guarded := s.guard(h, exists)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		if p == "/metrics" || p == "/api" || len(p) > 5 && p[:5] == "/api/" {
+		if isOperatorPage(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead ||
+			r.Method == http.MethodPost && r.URL.Path == "/api/reload") {
 			h.ServeHTTP(w, r)
 			return
 		}
 		guarded.ServeHTTP(w, r)
 	})
+}
+
+// isOperatorPage reports whether p is one of the front listener's own
+// pages, outside the namespace.
+func isOperatorPage(p string) bool {
+	switch p {
+	case "/metrics", "/api/endpoints", "/api/health", "/api/disagreements", "/api/reload",
+		"/api/buffer", "/api/xroot", "/api/cache", "/api/cache/files", "/api/cache/health":
+		return true
+	}
+	return false
 }

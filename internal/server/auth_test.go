@@ -20,7 +20,7 @@ func TestAuthGuardsEveryListener(t *testing.T) {
 		c.Cache = &config.Cache{Dir: t.TempDir(), Origin: config.OriginFederation, Listen: "127.0.0.1:0"}
 	}})
 	site := fed.Sites[0]
-	for _, name := range []string{"public/f", "private/f"} {
+	for _, name := range []string{"public/f", "private/f", "api/secret"} {
 		p := filepath.Join(site.Dir, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte("data"), 0o644); err != nil {
@@ -41,6 +41,8 @@ func TestAuthGuardsEveryListener(t *testing.T) {
 		{"GET", cacheURL + "/public/f", http.StatusOK},
 		{"GET", cacheURL + "/private/f", http.StatusUnauthorized},
 		{"GET", fed.URL + "/api/health", http.StatusOK},
+		{"GET", fed.URL + "/api/secret", http.StatusUnauthorized}, // a file under /api/ is a file
+		{"PUT", fed.URL + "/api/x", http.StatusUnauthorized},
 		{"GET", fed.URL + "/metrics", http.StatusOK},
 	} {
 		req, _ := http.NewRequest(tc.method, tc.url, strings.NewReader("x"))
