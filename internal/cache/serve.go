@@ -621,6 +621,13 @@ func (c *Cache) fromPeer(w http.ResponseWriter, r *http.Request, o *member) bool
 			req.Header[k] = v
 		}
 	}
+	// The owner applies the same rules: it gets the caller's credential
+	// (the header, or the token the rules accepted from ?authz=).
+	if v := r.Header.Get("Authorization"); v != "" {
+		req.Header.Set("Authorization", v)
+	} else if tok := httpx.Bearer(r.Context()); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	req.Header.Set(HopHeader, "1")
 	resp, err := c.group.client.Do(req)
 	if err != nil {
