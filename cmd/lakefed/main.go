@@ -41,7 +41,7 @@ var commands = []struct {
 	{"stat", command{"describe a file or directory", runStat}},
 	{"rm", command{"remove a file", runRm}},
 	{"mkdir", command{"make a directory and its parents", runMkdir}},
-	{"demo", command{"run three storage sites and a federator on loopback with sample data", runDemo}},
+	{"demo", command{"run three storage sites, a federator, a cache, a write buffer and a root:// door on loopback with sample data", runDemo}},
 	{"bench", command{"site and scale tests, their results store (see 'lakefed bench -h')", runBench}},
 	{"version", command{"print the version", runVersion}},
 }
