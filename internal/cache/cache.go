@@ -84,6 +84,10 @@ type Config struct {
 	Self string
 	// RetryAfter is sent with a 503. Default 10s.
 	RetryAfter time.Duration
+	// OriginIdleTimeout is how long a fill waits for the origin's next
+	// bytes before it reopens the read (a stalled server). Default 5s,
+	// as the federator's proxy_idle_timeout.
+	OriginIdleTimeout time.Duration
 }
 
 // Defaults for the zero values of Config.
@@ -122,6 +126,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = 10 * time.Second
+	}
+	if c.OriginIdleTimeout == 0 {
+		c.OriginIdleTimeout = 5 * time.Second
 	}
 }
 

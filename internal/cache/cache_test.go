@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -662,5 +663,100 @@ func TestVerifiedWithoutReadBack(t *testing.T) {
 	waitVerified(t, n, "/f")
 	if got := metric(t, n.URL+"/metrics", "lakefed_cache_checksum_mismatches_total"); got != 0 {
 		t.Errorf("%d checksum mismatches: the combined adler32 is wrong", got)
+	}
+}
+
+// stalling is an origin whose readers stop sending after limit bytes of
+// a body and never send more (a server stopped with kill -STOP).
+type stalling struct {
+	endpoint.Endpoint
+	left atomic.Int64 // bytes it still sends, over every read
+}
+
+func (s *stalling) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+	rc, err := s.Endpoint.Open(ctx, p, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return &stallReader{rc: rc, ctx: ctx, s: s}, nil
+}
+
+type stallReader struct {
+	rc  io.ReadCloser
+	ctx context.Context
+	s   *stalling
+}
+
+func (r *stallReader) Read(p []byte) (int, error) {
+	left := r.s.left.Load()
+	if left <= 0 {
+		<-r.ctx.Done() // silent until the reader gives up
+		return 0, r.ctx.Err()
+	}
+	if int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := r.rc.Read(p)
+	r.s.left.Add(-int64(n))
+	return n, err
+}
+
+func (r *stallReader) Close() error { return r.rc.Close() }
+
+// An origin that stalls in the middle of a body does not hang the
+// client: the fill gives up after the idle timeout and its retries, and
+// the response is aborted (never a short body that looks whole).
+func TestOriginStallMidBody(t *testing.T) {
+	o := startOrigin(t)
+	o.write(t, "f", random(8*block, 71))
+	st := &stalling{Endpoint: o.ep}
+	st.left.Store(3*block + 10)
+	n := startCache(t, cache.Config{BlockSize: block, OriginIdleTimeout: 100 * time.Millisecond}, st)
+	start := time.Now()
+	resp, err := http.Get(n.URL + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Fatalf("GET = %d, %d bytes and a clean end; want an aborted transfer", resp.StatusCode, len(got))
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the client waited %v for a stalled origin", d)
+	}
+}
+
+// Many rotted blocks in one file heal in one read: the bound on
+// refetches is per block, not per request.
+func TestManyCorruptBlocksOneRead(t *testing.T) {
+	o := startOrigin(t)
+	data := random(10*block, 81)
+	o.write(t, "f", data)
+	dir := t.TempDir()
+	n := startCache(t, cache.Config{Dir: dir, BlockSize: block, RAM: -1}, o.ep)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+		t.Fatal("first read differs")
+	}
+	var dataFile string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if strings.HasSuffix(p, ".data") {
+			dataFile = p
+		}
+		return nil
+	})
+	fh, err := os.OpenFile(dataFile, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int64{1, 3, 5, 7, 9} {
+		fh.WriteAt([]byte("ZZZZ"), i*block+9)
+	}
+	fh.Close()
+	if resp, b := get(t, n.URL+"/f"); resp.StatusCode != 200 || !bytes.Equal(b, data) {
+		t.Fatalf("read with 5 rotted blocks = %d, identical %v", resp.StatusCode, bytes.Equal(b, data))
+	}
+	if got := metric(t, n.URL+"/metrics", "lakefed_cache_corrupt_blocks_total"); got != 5 {
+		t.Errorf("corrupt blocks = %d, want 5", got)
 	}
 }

@@ -157,7 +157,13 @@ func (c *Cache) fill(r *run) {
 		if rc == nil {
 			off := next * hdr.Block
 			end := min(hdr.Size, (r.last+1)*hdr.Block)
-			rc, err = c.openOrigin(c.ctx, f.path, hdr, off, end-off)
+			octx, cancel := context.WithCancelCause(c.ctx)
+			rc, err = c.openOrigin(octx, f.path, hdr, off, end-off)
+			if err == nil {
+				rc = newIdleReader(rc, c.cfg.OriginIdleTimeout, cancel)
+			} else {
+				cancel(nil)
+			}
 			if errors.Is(err, errChanged) {
 				c.changed(f, r.epoch)
 				return
@@ -390,4 +396,41 @@ func adler32Combine(a1, a2 uint32, len2 int64) uint32 {
 		sum2 -= base
 	}
 	return sum1 | sum2<<16
+}
+
+// errOriginIdle: the origin sent nothing for OriginIdleTimeout in the
+// middle of a body (a stalled or stopped server); the fill reopens at
+// the offset reached, and gives up after fillRetries.
+var errOriginIdle = errors.New("cache: the origin sent nothing for the idle timeout")
+
+// idleReader cancels its read's context when one Read waits longer than
+// idle, so a stalled origin (kill -STOP) fails the read instead of
+// holding the fill, its slot and every waiting reader forever. The timer
+// runs only while a Read waits.
+type idleReader struct {
+	r      io.ReadCloser
+	t      *time.Timer
+	idle   time.Duration
+	cancel context.CancelCauseFunc
+}
+
+func newIdleReader(r io.ReadCloser, idle time.Duration, cancel context.CancelCauseFunc) *idleReader {
+	ir := &idleReader{r: r, idle: idle, cancel: cancel}
+	ir.t = time.AfterFunc(idle, func() { cancel(errOriginIdle) })
+	ir.t.Stop()
+	return ir
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	ir.t.Reset(ir.idle)
+	n, err := ir.r.Read(p)
+	ir.t.Stop()
+	return n, err
+}
+
+func (ir *idleReader) Close() error {
+	ir.t.Stop()
+	err := ir.r.Close()
+	ir.cancel(nil)
+	return err
 }

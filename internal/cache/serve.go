@@ -318,6 +318,7 @@ func (c *Cache) answer(w http.ResponseWriter, r *http.Request, f *file, d *os.Fi
 				}
 			}
 		}
+		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Content-Length", strconv.FormatInt(size, 10))
 		w.WriteHeader(http.StatusOK)
 		return nil
@@ -494,8 +495,8 @@ func (rd *rangeReader) openOrigin(off, end int64) error {
 	return nil
 }
 
-// maxCorrupt bounds how often one request finds a block corrupt before it
-// gives up (a disk returning garbage for every read).
+// maxCorrupt bounds how often one request finds the same block corrupt
+// before it gives up (a disk returning garbage for every read of it).
 const maxCorrupt = 3
 
 // copy writes rg to w.
@@ -504,7 +505,7 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 	bs := hdr.Block
 	off, end := rg.Start, rg.Start+rg.Length
 	last := (end - 1) / bs
-	corrupt := 0
+	corrupt, corruptBlock := 0, int64(-1)
 	for off < end {
 		if rd.origin != nil {
 			return rd.bypass(w, off, end)
@@ -519,6 +520,12 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 		}
 		b, err := rd.block(i, off == i*bs && end >= (i+1)*bs)
 		if errors.Is(err, errCorrupt) {
+			// Bounded per block, not per request: a file with many
+			// rotted blocks heals in one read, and a disk that returns
+			// garbage for one block again and again ends the read.
+			if i != corruptBlock {
+				corruptBlock, corrupt = i, 0
+			}
 			if corrupt++; corrupt > maxCorrupt {
 				return err
 			}

@@ -64,6 +64,9 @@ type Cache struct {
 	// RevalidateAfter is how long the origin's description of a file is
 	// trusted before it is asked again. Default 5m.
 	RevalidateAfter Duration `yaml:"revalidate_after"`
+	// OriginIdleTimeout is how long a fill waits for the origin's next
+	// bytes before it reopens the read (a stalled server). Default 5s.
+	OriginIdleTimeout Duration `yaml:"origin_idle_timeout"`
 	// MaxFills bounds the origin reads filling the disk at once; past
 	// it readers stream from the origin uncached. Default 32.
 	MaxFills int `yaml:"max_fills"`

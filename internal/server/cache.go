@@ -20,18 +20,19 @@ import (
 // cacheConfig maps the cache section onto the cache role's own config.
 func cacheConfig(c *config.Cache) cache.Config {
 	cc := cache.Config{
-		Dir:             c.Dir,
-		MaxBytes:        int64(c.MaxBytes),
-		MaxInodes:       c.MaxInodes,
-		HighWatermark:   c.HighWatermark,
-		LowWatermark:    c.LowWatermark,
-		BlockSize:       int64(c.BlockSize),
-		PrefetchBlocks:  c.PrefetchBlocks,
-		RAM:             int64(c.RAM),
-		RevalidateAfter: c.RevalidateAfter.D(),
-		MaxFills:        c.MaxFills,
-		Group:           c.Group,
-		Self:            c.Self,
+		Dir:               c.Dir,
+		MaxBytes:          int64(c.MaxBytes),
+		MaxInodes:         c.MaxInodes,
+		HighWatermark:     c.HighWatermark,
+		LowWatermark:      c.LowWatermark,
+		BlockSize:         int64(c.BlockSize),
+		PrefetchBlocks:    c.PrefetchBlocks,
+		RAM:               int64(c.RAM),
+		RevalidateAfter:   c.RevalidateAfter.D(),
+		MaxFills:          c.MaxFills,
+		OriginIdleTimeout: c.OriginIdleTimeout.D(),
+		Group:             c.Group,
+		Self:              c.Self,
 	}
 	if cc.Self == "" && c.Listen != "" {
 		cc.Self = "http://" + c.Listen
