@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -54,11 +55,20 @@ func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre 
 		httpx.WriteError(w, http.StatusBadRequest, reason)
 		return
 	}
+	if httpx.Reserved(p) {
+		httpx.WriteError(w, http.StatusForbidden, "buffer: "+p+": reserved name (lakefed's servers keep "+httpx.ReservedPrefix+"* for themselves)")
+		return
+	}
 	if msg := b.conflict(p); msg != "" {
 		httpx.WriteError(w, http.StatusConflict, msg)
 		return
 	}
 	ctx := r.Context()
+	// The conditions and the commit are one step: two PUTs of one path
+	// do not both pass If-None-Match: * or one If-Match (RFC 9110 §13.1),
+	// as on the storage role (TestPutIfMatchRace there, TestConditionalPutRace here).
+	unlock := b.paths.lock(p)
+	defer unlock()
 	if code := b.preconditions(r, p, pre); code != 0 {
 		httpx.WriteError(w, code, http.StatusText(code))
 		return
@@ -377,4 +387,40 @@ func statusOfFS(err error) int {
 		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
+}
+
+// pathLocks serializes the PUTs of one path, from their conditions to
+// their commit. The zero value is ready.
+type pathLocks struct {
+	mu sync.Mutex // guards m
+	m  map[string]*pathLock
+}
+
+type pathLock struct {
+	mu sync.Mutex
+	n  int // holders and waiters, guarded by pathLocks.mu
+}
+
+// lock takes p's lock and returns its release.
+func (l *pathLocks) lock(p string) func() {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*pathLock{}
+	}
+	pl := l.m[p]
+	if pl == nil {
+		pl = &pathLock{}
+		l.m[p] = pl
+	}
+	pl.n++
+	l.mu.Unlock()
+	pl.mu.Lock()
+	return func() {
+		pl.mu.Unlock()
+		l.mu.Lock()
+		if pl.n--; pl.n == 0 {
+			delete(l.m, p)
+		}
+		l.mu.Unlock()
+	}
 }

@@ -124,10 +124,11 @@ type Buffer struct {
 	tmpDir, dataDir string
 	targets         map[string]endpoint.Endpoint // by Name, across prefixes
 
-	wake chan struct{} // a file became pending: the mover looks again
-	stop context.CancelFunc
-	life context.Context // done on Close
-	runs sync.WaitGroup  // Run, while it runs
+	wake  chan struct{} // a file became pending: the mover looks again
+	stop  context.CancelFunc
+	life  context.Context // done on Close
+	runs  sync.WaitGroup  // Run, while it runs
+	paths pathLocks       // one PUT of a path at a time (accept.go)
 
 	mu sync.Mutex // guards everything below
 	// cur is the newest version of every path the buffer holds (pending,

@@ -676,6 +676,38 @@ func TestConditionalPut(t *testing.T) {
 	}
 }
 
+// TestConditionalPutRace: of concurrent PUTs with If-None-Match: * of
+// one new path exactly one is stored, and of concurrent PUTs with the
+// same If-Match exactly one wins.
+func TestConditionalPutRace(t *testing.T) {
+	disk, _ := newPosix(t, "disk")
+	gated := &fake{Endpoint: disk, gate: make(chan struct{})}
+	defer close(gated.gate)
+	_, srv := start(t, Config{Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{gated}}}}, nil, Options{})
+	race := func(path, hdr, val string) (codes map[int]int) {
+		codes = map[int]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				resp := put(t, srv.URL+path, bytes.Repeat([]byte{byte('a' + i)}, 200000), hdr, val)
+				mu.Lock()
+				codes[resp.StatusCode]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return codes
+	}
+	if c := race("/inm", "If-None-Match", "*"); c[http.StatusCreated] != 1 || c[http.StatusPreconditionFailed] != 7 {
+		t.Errorf("8 racing If-None-Match: * PUTs = %v, want one 201 and seven 412", c)
+	}
+	etag := put(t, srv.URL+"/im", []byte("base"), "X-Nothing", "").Header.Get("Etag")
+	if c := race("/im", "If-Match", etag); c[http.StatusNoContent] != 1 || c[http.StatusPreconditionFailed] != 7 {
+		t.Errorf("8 racing If-Match PUTs = %v, want one 204 and seven 412", c)
+	}
+}
+
 // TestOverlayPut: a Put through the Overlay under a buffered prefix is a
 // buffered write (readable at once, migrated later); elsewhere, and when
 // full with when_full: direct, it goes to origin; full otherwise is
@@ -711,5 +743,15 @@ func TestOverlayPut(t *testing.T) {
 	}
 	if st := b.Status(); st.Migrated != 1 {
 		t.Fatalf("Status = %+v, want one migrated (the refused Put kept nothing)", st)
+	}
+}
+
+// A name lakefed's servers keep for themselves is refused up front, not
+// acknowledged and then refused by the target forever.
+func TestReservedNameRefused(t *testing.T) {
+	disk, _ := newPosix(t, "disk")
+	_, srv := start(t, Config{Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{disk}}}}, nil, Options{})
+	if resp := put(t, srv.URL+"/a/.lakefed-upload-x", []byte("x")); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("PUT of a reserved name = %d, want 403", resp.StatusCode)
 	}
 }

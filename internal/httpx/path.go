@@ -93,3 +93,12 @@ func Join(base, p string) string {
 	}
 	return strings.TrimSuffix(base, "/") + p
 }
+
+// ReservedPrefix begins the names lakefed's servers keep for themselves
+// (upload temp files, kept checksums): a client cannot write one, and a
+// write buffer refuses them up front rather than acknowledge a file its
+// target will refuse forever.
+const ReservedPrefix = ".lakefed-"
+
+// Reserved reports whether a clean path has a segment with ReservedPrefix.
+func Reserved(p string) bool { return strings.Contains(p, "/"+ReservedPrefix) }

@@ -325,9 +325,7 @@ func (s *Server) serveOptions(w http.ResponseWriter) {
 
 // reserved reports whether a clean path has a segment the server keeps
 // for itself (temp uploads).
-func reserved(p string) bool {
-	return strings.Contains(p, "/"+reservedPrefix)
-}
+func reserved(p string) bool { return httpx.Reserved(p) }
 
 // isEscape reports whether err says a path tried to leave Root: EXDEV
 // from openat2(RESOLVE_BENEATH), or os.Root's "path escapes from parent".

@@ -49,6 +49,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/storage/davlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -125,7 +126,7 @@ const (
 	readHeaderTimeout = 30 * time.Second
 	idleTimeout       = 2 * time.Minute
 	shutdownTimeout   = 10 * time.Second
-	reservedPrefix    = ".lakefed-" // names the server keeps for itself
+	reservedPrefix    = httpx.ReservedPrefix // names the server keeps for itself
 	uploadPrefix      = reservedPrefix + "upload-"
 )
 
