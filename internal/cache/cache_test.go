@@ -25,6 +25,7 @@ import (
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/storage/storagetest"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // quiet discards the logs, unless LAKEFED_TEST_LOG=1 asks for them.
@@ -758,5 +759,43 @@ func TestManyCorruptBlocksOneRead(t *testing.T) {
 	}
 	if got := metric(t, n.URL+"/metrics", "lakefed_cache_corrupt_blocks_total"); got != 5 {
 		t.Errorf("corrupt blocks = %d, want 5", got)
+	}
+}
+
+// A file system nearly full of other files makes the purge evict least
+// recently used files, whatever max_bytes says, so the cache goes on
+// caching instead of failing every fill with ENOSPC.
+func TestPurgeWhenDiskFull(t *testing.T) {
+	dir := testenv.Tmpfs(t, "size=8m")
+	o := startOrigin(t)
+	for i := range 6 {
+		o.write(t, fmt.Sprintf("f%d", i), random(16*block, uint64(90+i)))
+	}
+	testenv.FillFS(t, dir, 3<<20) // others' files leave the cache 3 MiB
+	n := startCache(t, cache.Config{Dir: dir, BlockSize: block, MaxBytes: 1 << 40, HighWatermark: 0.95, LowWatermark: 0.90}, o.ep)
+	for round := range 2 {
+		for i := range 6 {
+			resp, b := get(t, fmt.Sprintf("%s/f%d", n.URL, i))
+			if resp.StatusCode != 200 || len(b) != 16*block {
+				t.Fatalf("round %d f%d: %d, %d bytes", round, i, resp.StatusCode, len(b))
+			}
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for metric(t, n.URL+"/metrics", "lakefed_cache_evictions_total") == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if metric(t, n.URL+"/metrics", "lakefed_cache_evictions_total") == 0 {
+		t.Fatal("no eviction although the disk is full")
+	}
+	// The cache still caches: a read of the last file, twice, costs the
+	// origin nothing the second time.
+	get(t, n.URL+"/f5")
+	sent := o.sent(t)
+	if resp, _ := get(t, n.URL+"/f5"); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	if d := o.sentSince(t, sent); d != 0 {
+		t.Errorf("the origin sent %d bytes for a file read just before: nothing is cached any more", d)
 	}
 }

@@ -51,7 +51,7 @@ func newMetrics() *metrics {
 		prefetchUsed:   c("prefetch_used_bytes_total", "Bytes fetched ahead of a sequential reader and then read."),
 		prefetchWasted: c("prefetch_wasted_bytes_total", "Bytes fetched ahead and dropped (purge, change) before anyone read them."),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "evictions_total",
-			Help: "Whole files removed by the purge, by the bound that was passed (bytes or inodes)."}, []string{"reason"}),
+			Help: "Whole files removed by the purge, by the bound that was passed (bytes, inodes, or disk: the file system itself nearly full)."}, []string{"reason"}),
 		revalidations: c("revalidations_total", "Times the origin was asked whether a file changed."),
 		changed:       c("origin_changes_total", "Files whose origin version changed: their blocks were dropped."),
 		staleServes:   c("unrevalidated_serves_total", "Requests served from the version last confirmed because the origin could not be asked."),

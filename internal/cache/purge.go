@@ -41,11 +41,19 @@ func (c *Cache) wantPurge() {
 // otherwise lose the blocks it is reading (Pelican purges by bytes only
 // and filled its disks with inodes; both bounds count here).
 func (c *Cache) purge() {
-	u := c.usage()
 	hi, lo := c.cfg.HighWatermark, c.cfg.LowWatermark
+	// The file system counts too: other files on it, or bounds set above
+	// its size, fill it before the cache's own bytes pass their mark, and
+	// then every fill fails with ENOSPC and nothing is ever cached again.
+	diskFull := func(frac float64) bool {
+		free, total, err := fsFree(c.cfg.Dir)
+		return err == nil && total > 0 && float64(free) < (1-frac)*float64(total)
+	}
+	u := c.usage()
 	overBytes := float64(u.Bytes) > hi*float64(c.cfg.MaxBytes)
 	overInodes := float64(u.Inodes) > hi*float64(c.cfg.MaxInodes)
-	if !overBytes && !overInodes {
+	overDisk := diskFull(hi)
+	if !overBytes && !overInodes && !overDisk {
 		return
 	}
 	type cand struct {
@@ -60,12 +68,16 @@ func (c *Cache) purge() {
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return a.used.Compare(b.used) })
 	reason := "bytes"
-	if !overBytes {
+	switch {
+	case overBytes:
+	case overInodes:
 		reason = "inodes"
+	default:
+		reason = "disk"
 	}
 	for _, cd := range cands {
 		u = c.usage()
-		if float64(u.Bytes) <= lo*float64(c.cfg.MaxBytes) && float64(u.Inodes) <= lo*float64(c.cfg.MaxInodes) {
+		if float64(u.Bytes) <= lo*float64(c.cfg.MaxBytes) && float64(u.Inodes) <= lo*float64(c.cfg.MaxInodes) && !diskFull(lo) {
 			return
 		}
 		if c.remove(cd.f, true) {
@@ -82,4 +94,14 @@ func fsSize(dir string) (bytes, inodes int64, err error) {
 		return 0, 0, err
 	}
 	return int64(st.Blocks) * int64(st.Bsize), int64(st.Files), nil
+}
+
+// fsFree returns the bytes free (to unprivileged users) and the size of
+// the file system holding dir.
+func fsFree(dir string) (free, total int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), int64(st.Blocks) * int64(st.Bsize), nil
 }
