@@ -409,15 +409,15 @@ func (c *Cache) remove(f *file, unpinnedOnly bool) bool {
 	_ = os.Remove(f.dataPath())
 	f.present, f.bytes = 0, 0
 	clear(f.have)
+	if known {
+		c.account(-bytes, -2) // under f.mu, as the fills' additions are
+	}
 	f.mu.Unlock()
 	c.mu.Lock()
 	if c.files[f.path] == f {
 		delete(c.files, f.path)
 	}
 	c.mu.Unlock()
-	if known {
-		c.account(-bytes, -2)
-	}
 	return true
 }
 

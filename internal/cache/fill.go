@@ -202,14 +202,15 @@ func (c *Cache) fill(r *run) {
 		}
 		c.m.originBytes.Add(float64(len(b)))
 		f.mu.Lock()
-		added := false
 		if f.epoch == r.epoch && !f.gone && !f.have[next] {
 			if aerr := f.appendLocked(uint32(next), crc); aerr == nil {
 				f.have[next], f.crcs[next] = true, crc
 				f.adlers[next], f.adlerOK[next] = adler, true
 				f.present++
 				f.bytes += int64(len(b))
-				added = true
+				// Under f.mu, so that a drop racing this block takes it
+				// off the totals after it was put on them.
+				c.account(int64(len(b)), 0)
 				if next != r.reader && next > r.reader {
 					f.prefetched[next] = true
 				}
@@ -221,9 +222,6 @@ func (c *Cache) fill(r *run) {
 		}
 		f.mu.Unlock()
 		close(ch)
-		if added {
-			c.account(int64(len(b)), 0)
-		}
 		next++
 	}
 }
@@ -341,13 +339,11 @@ func (c *Cache) corrupt(f *file, epoch uint64, i int64) {
 		n = f.hdr.blockLen(i)
 		f.bytes -= n
 		f.verified = false
+		c.account(-n, 0)
 	}
 	f.mu.Unlock()
 	if c.ram != nil {
 		c.ram.forget(f.key, epoch, i)
-	}
-	if n > 0 {
-		c.account(-n, 0)
 	}
 }
 
