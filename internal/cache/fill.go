@@ -48,7 +48,9 @@ func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64
 			f.mu.Unlock()
 			return errBypass
 		}
-		if attempt > fillRetries {
+		// A fill that failed has retried the origin fillRetries times
+		// already: the reader does not start the same wait again.
+		if attempt > 0 && errors.Is(f.fillErr, errFillFailed) || attempt > fillRetries {
 			err := f.fillErr
 			f.mu.Unlock()
 			return fmt.Errorf("%w: block %d of %s: %w", errFillFailed, i, f.path, err)
@@ -158,7 +160,17 @@ func (c *Cache) fill(r *run) {
 			off := next * hdr.Block
 			end := min(hdr.Size, (r.last+1)*hdr.Block)
 			octx, cancel := context.WithCancelCause(c.ctx)
+			// The open is bounded too: a stopped server accepts the
+			// connection and never answers.
+			ot := time.AfterFunc(c.cfg.OriginIdleTimeout, func() { cancel(errOriginIdle) })
 			rc, err = c.openOrigin(octx, f.path, hdr, off, end-off)
+			ot.Stop()
+			if err != nil && errors.Is(context.Cause(octx), errOriginIdle) {
+				err = fmt.Errorf("%w: %w", errOriginIdle, err)
+			}
+			if err != nil && !errors.Is(err, errChanged) {
+				c.log.Warn("cache: cannot open the origin; retrying", "path", f.path, "offset", off, "err", err)
+			}
 			if err == nil {
 				rc = newIdleReader(rc, c.cfg.OriginIdleTimeout, cancel)
 			} else {
