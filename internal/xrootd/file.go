@@ -311,6 +311,13 @@ func (f *file) readAt(p []byte, off int64) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		// Every read of one handle is of the version its open saw: a
+		// file replaced since must not lend its bytes, cut or padded to
+		// the old size, to this handle.
+		if v, ok := endpoint.VersionOf(rc); ok && !endpoint.SameVersion(f.info, v) {
+			rc.Close()
+			return 0, fmt.Errorf("%w: %s changed since it was opened", endpoint.ErrUnavailable, f.path)
+		}
 		f.rc, f.pos, f.rcEnd = rc, off, end
 	}
 	n, err := io.ReadFull(f.rc, p[:want])

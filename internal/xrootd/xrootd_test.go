@@ -120,11 +120,45 @@ func (n *fakeNS) Open(ctx context.Context, p string, off, l int64) (io.ReadClose
 	if off > int64(len(b)) {
 		return nil, fmt.Errorf("fake: open %q: offset past the end: %w", p, endpoint.ErrRefused)
 	}
+	whole := int64(len(b))
 	b = b[off:]
 	if l >= 0 && l < int64(len(b)) {
 		b = b[:l]
 	}
-	return io.NopCloser(bytes.NewReader(b)), nil
+	return versioned{ReadCloser: io.NopCloser(bytes.NewReader(b)), ver: endpoint.Info{Size: whole, ModTime: mtime}}, nil
+}
+
+// versioned is a reader that says which version of its file it reads,
+// as the federation's and the cache's readers do (endpoint.Versioned).
+type versioned struct {
+	io.ReadCloser
+	ver endpoint.Info
+}
+
+func (v versioned) Version() endpoint.Info { return v.ver }
+
+// A handle reads the version its open saw: a file replaced since is an
+// error for a read that must reopen it, never its new bytes.
+func TestReadAfterReplaceIsRefused(t *testing.T) {
+	ns := newFakeNS()
+	ns.set("/f", bytes.Repeat([]byte("a"), 1000))
+	_, addr := startDoor(t, ns, Options{})
+	r := dialRaw(t, addr)
+	fh := r.open("/f", 0)
+	read := func(off int64) (int, []byte) {
+		params := make([]byte, 16)
+		binary.BigEndian.PutUint32(params, fh)
+		binary.BigEndian.PutUint64(params[4:], uint64(off))
+		binary.BigEndian.PutUint32(params[12:], 10)
+		return r.answer(r.request(3013, params, nil)) // kXR_read
+	}
+	if st, body := read(0); st != 0 || string(body) != "aaaaaaaaaa" {
+		t.Fatalf("first read: %d %q", st, body)
+	}
+	ns.set("/f", bytes.Repeat([]byte("b"), 2000)) // replaced, another size
+	if st, body := read(500); st == 0 {
+		t.Errorf("read after the file was replaced = ok %q; want an error, not the new bytes", body)
+	}
 }
 
 func (n *fakeNS) Put(ctx context.Context, p string, r io.Reader, size int64) error {
