@@ -123,9 +123,19 @@ func (s *Server) Kill() {
 
 func start(t testing.TB, s *Server, log string, ports []int, name string, args ...string) {
 	t.Helper()
+	if err := tryStart(t, s, log, ports, name, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryStart is start returning its failure, for callers that retry on
+// other ports (a port FreePort gave can be taken before the server binds
+// it, by another test package running at the same time).
+func tryStart(t testing.TB, s *Server, log string, ports []int, name string, args ...string) error {
+	t.Helper()
 	f, err := os.Create(log)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(name, args...)
 	// A group of its own, so that Kill reaches the server's workers too
@@ -133,7 +143,8 @@ func start(t testing.TB, s *Server, log string, ports []int, name string, args .
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
+		f.Close()
+		return fmt.Errorf("start %s: %w", name, err)
 	}
 	f.Close()
 	s.cmd = cmd
@@ -142,9 +153,10 @@ func start(t testing.TB, s *Server, log string, ports []int, name string, args .
 		if err := WaitPort(p, 15*time.Second); err != nil {
 			out, _ := os.ReadFile(log)
 			s.Stop()
-			t.Fatalf("%s did not start: %v\n%s", name, err, out)
+			return fmt.Errorf("%s did not start: %v\n%s", name, err, out)
 		}
 	}
+	return nil
 }
 
 // StartNginx starts nginx as a WebDAV server (dav + dav-ext modules, with

@@ -30,8 +30,11 @@ func StartXRootDWith(t testing.TB, extra string) *Server {
 	}
 	_ = os.Chmod(state, 0o755)
 	_ = os.Chmod(filepath.Dir(state), 0o755)
-	port, httpPort := FreePort(t), FreePort(t)
-	conf := fmt.Sprintf(`all.export /
+	var s *Server
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, httpPort := FreePort(t), FreePort(t)
+		conf := fmt.Sprintf(`all.export /
 oss.localroot %[1]s
 xrd.port %[2]d
 all.adminpath %[3]s/admin
@@ -39,20 +42,28 @@ all.pidpath %[3]s/run
 xrd.protocol XrdHttp:%[4]d libXrdHttp.so
 http.listingdeny false
 %[5]s`, data, port, state, httpPort, extra)
-	cfg := filepath.Join(state, "xrootd.cfg")
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
+		cfg := filepath.Join(state, "xrootd.cfg")
+		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"-c", cfg, "-l", filepath.Join(state, "xrootd.log")}
+		if os.Geteuid() == 0 {
+			args = append([]string{"-R", XRootDUser}, args...)
+			ChownToXRootD(t, state)
+		}
+		s = &Server{
+			URL:     fmt.Sprintf("http://127.0.0.1:%d/", httpPort),
+			RootURL: fmt.Sprintf("root://127.0.0.1:%d/", port),
+			Dir:     data, Port: httpPort, state: state,
+		}
+		// Another package's server can take a port FreePort gave before
+		// xrootd binds it: then try other ports.
+		if err = tryStart(t, s, filepath.Join(state, "stdout.log"), []int{port, httpPort}, bin, args...); err == nil {
+			return s
+		}
+		log, _ := os.ReadFile(filepath.Join(state, "xrootd.log"))
+		err = fmt.Errorf("%w\nxrootd.log:\n%s", err, log)
 	}
-	args := []string{"-c", cfg, "-l", filepath.Join(state, "xrootd.log")}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-R", XRootDUser}, args...)
-		ChownToXRootD(t, state)
-	}
-	s := &Server{
-		URL:     fmt.Sprintf("http://127.0.0.1:%d/", httpPort),
-		RootURL: fmt.Sprintf("root://127.0.0.1:%d/", port),
-		Dir:     data, Port: httpPort, state: state,
-	}
-	start(t, s, filepath.Join(state, "stdout.log"), []int{port, httpPort}, bin, args...)
+	t.Fatal(err)
 	return s
 }
