@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -50,9 +48,10 @@ func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre 
 		httpx.WriteError(w, http.StatusBadRequest, "Content-Range on PUT: partial PUT is not supported")
 		return
 	}
-	want, reason := wantedDigests(r.Header)
-	if reason != "" {
-		httpx.WriteError(w, http.StatusBadRequest, reason)
+	want, err := httpx.WantedDigests(r.Header)
+	if err != nil {
+		code, reason, _ := httpx.StatusOf(err)
+		httpx.WriteError(w, code, reason)
 		return
 	}
 	if httpx.Reserved(p) {
@@ -92,6 +91,7 @@ func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre 
 		httpx.WriteError(w, code, msg)
 		return
 	}
+	b.wrote(p)
 	sums := e.info().Checksums
 	h := w.Header()
 	algos := []string{httpx.Adler32}
@@ -152,14 +152,12 @@ func (b *Buffer) accept(ctx context.Context, p string, pre *Prefix, body io.Read
 		}
 	}()
 
-	hashes := map[string]hash.Hash{httpx.Adler32: httpx.NewHash(httpx.Adler32)}
-	for a := range want {
-		hashes[a] = httpx.NewHash(a)
-	}
+	also := []string{httpx.Adler32}
 	if wantMD5 {
-		hashes[httpx.MD5] = httpx.NewHash(httpx.MD5)
+		also = append(also, httpx.MD5)
 	}
-	n, err := b.receive(ctx, f, body, size, res, hashes)
+	digests := httpx.NewBodyDigests(want, also...)
+	n, err := b.receive(ctx, f, body, size, res, digests)
 	switch {
 	case errors.Is(err, errFull):
 		return nil, false, errFullLate
@@ -170,15 +168,10 @@ func (b *Buffer) accept(ctx context.Context, p string, pre *Prefix, body io.Read
 	case size >= 0 && n != size:
 		return nil, false, httpx.NewError(http.StatusBadRequest, "upload incomplete: body shorter than Content-Length", nil)
 	}
-	sums := make(map[string]string, len(hashes))
-	for a, h := range hashes {
-		sums[a] = httpx.SumString(h)
+	if err := digests.Check(); err != nil {
+		return nil, false, httpx.NewError(http.StatusBadRequest, err.Error(), nil)
 	}
-	for a, v := range want {
-		if sums[a] != v {
-			return nil, false, httpx.NewError(http.StatusBadRequest, "digest mismatch: "+a, nil)
-		}
-	}
+	sums := digests.Sums()
 	if err := f.Sync(); err != nil {
 		return nil, false, fsErr("fsync upload file", err)
 	}
@@ -219,15 +212,11 @@ func (b *Buffer) accept(ctx context.Context, p string, pre *Prefix, body io.Read
 	return e, replaced, nil
 }
 
-// receive copies body into f, feeding every hash, and returns the bytes
+// receive copies body into f, feeding sum, and returns the bytes
 // taken. An upload of unknown length (size < 0) grows its reservation as
 // it goes and fails with errFull when it cannot; one of known length
 // never takes more than it announced plus one byte (which fails it).
-func (b *Buffer) receive(ctx context.Context, f *os.File, body io.Reader, size int64, res *reservation, hashes map[string]hash.Hash) (int64, error) {
-	hs := make([]hash.Hash, 0, len(hashes))
-	for _, h := range hashes {
-		hs = append(hs, h)
-	}
+func (b *Buffer) receive(ctx context.Context, f *os.File, body io.Reader, size int64, res *reservation, sum io.Writer) (int64, error) {
 	if size >= 0 {
 		body = io.LimitReader(body, size+1)
 	}
@@ -251,9 +240,7 @@ func (b *Buffer) receive(ctx context.Context, f *os.File, body io.Reader, size i
 					}
 				}
 			}
-			for _, h := range hs {
-				h.Write(buf[:n])
-			}
+			sum.Write(buf[:n])
 			if _, err := f.Write(buf[:n]); err != nil {
 				return total, err
 			}
@@ -334,42 +321,11 @@ func (b *Buffer) conflict(p string) string {
 	return ""
 }
 
-// wantedDigests returns the checksums a PUT must match, from Digest (RFC
-// 3230) and Content-MD5 (RFC 1864), as lower-case hex by algorithm, or a
-// reason to refuse it with 400, by the storage role's rules: a malformed
-// value of a known algorithm, or two different values, is refused (a
-// digest that cannot be checked must not pass as checked); unknown
-// algorithms are ignored (RFC 3230 §4.3.2).
-func wantedDigests(h http.Header) (map[string]string, string) {
-	want := map[string]string{}
-	for _, line := range h["Digest"] {
-		for part := range strings.SplitSeq(line, ",") {
-			k, _, _ := strings.Cut(part, "=")
-			algo := strings.ToLower(strings.TrimSpace(k))
-			if !httpx.KnownAlgorithm(algo) {
-				continue
-			}
-			v, ok := httpx.ParseDigest(part)[algo]
-			if !ok {
-				return nil, "bad Digest header: malformed " + algo + " value"
-			}
-			if old, dup := want[algo]; dup && old != v {
-				return nil, "digest mismatch: two " + algo + " values"
-			}
-			want[algo] = v
-		}
+// wrote calls the process's write hook (Options.OnWrite) for p.
+func (b *Buffer) wrote(p string) {
+	if b.opts.OnWrite != nil {
+		b.opts.OnWrite(p)
 	}
-	if cms := h["Content-Md5"]; len(cms) > 0 {
-		v := httpx.ParseContentMD5(strings.Join(cms, ","))
-		if v == "" {
-			return nil, "bad Content-MD5 header"
-		}
-		if old, ok := want[httpx.MD5]; ok && old != v {
-			return nil, "digest mismatch: Digest md5 and Content-MD5 differ"
-		}
-		want[httpx.MD5] = v
-	}
-	return want, ""
 }
 
 // isFSError reports whether err came from the local file system rather

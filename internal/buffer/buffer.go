@@ -103,12 +103,14 @@ type Options struct {
 	Log *slog.Logger
 	// Registerer gets the lakefed_buffer_* metrics. Nil: none exported.
 	Registerer prometheus.Registerer
-	// Forget, when set, is called with a path when the buffer stops
-	// answering for it (its local copy is retired), so a federator can
-	// drop what it cached about the path (a "not found" cached before the
-	// file was written would otherwise hide the migrated replicas). It
-	// must not block.
-	Forget func(path string)
+	// OnWrite, when set, is the process's write hook: it is called with
+	// a path when the buffer has taken a write of it (before the writer's
+	// answer) and when it stops answering for it (its local copy is
+	// retired), so that the federator and the cache drop what they hold
+	// of the path (a "not found" cached before the file was written
+	// would otherwise hide the migrated replicas; cached blocks would be
+	// of the old version). It must not block.
+	OnWrite func(path string)
 }
 
 // Buffer is a running write buffer. Its methods and handlers may be used

@@ -267,8 +267,8 @@ func (b *Buffer) retire(ctx context.Context, e *entry, why string) bool {
 	if rm {
 		b.removeSpool(e)
 	}
-	if b.opts.Forget != nil {
-		b.opts.Forget(e.path)
+	if b.opts.OnWrite != nil {
+		b.opts.OnWrite(e.path)
 	}
 	return true
 }

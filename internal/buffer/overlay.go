@@ -167,6 +167,7 @@ func (o *overlay) Put(ctx context.Context, p string, r io.Reader, size int64) er
 	_, _, err := o.b.accept(ctx, p, pre, r, size, nil, false)
 	switch {
 	case err == nil:
+		o.b.wrote(p)
 		return nil
 	case err == errFull && o.b.cfg.WhenFull == WhenFullDirect:
 		o.b.m.rejected.Inc()

@@ -11,11 +11,26 @@ import (
 	"github.com/lakefed/lakefed/internal/httpx"
 )
 
-// writeMissing answers 404, 403 or 503 for a path no endpoint gave us,
-// naming every endpoint asked and what it said. 404 only when every
-// endpoint that could hold the path said "not found".
+// writeMissing answers 404, 403 or 503 for a path no endpoint gave us
+// (missingReport).
 func (f *Federator) writeMissing(rq *request, e *entry) {
-	p := rq.p
+	code, msg := missingReport(rq.p, e)
+	if code == http.StatusServiceUnavailable {
+		var failed []string
+		for _, a := range e.answers {
+			if a.kind == ansUnavailable || a.kind == ansDown {
+				failed = append(failed, a.m.name)
+			}
+		}
+		pathUnavailable(rq, failed)
+	}
+	httpError(rq.w, code, msg)
+}
+
+// missingReport is the status and the text of an answer for a path no
+// endpoint gave us, naming every endpoint asked and what it said. 404
+// only when every endpoint that could hold the path said "not found".
+func missingReport(p string, e *entry) (int, string) {
 	var b strings.Builder
 	switch e.status {
 	case http.StatusNotFound:
@@ -31,14 +46,13 @@ func (f *Federator) writeMissing(rq *request, e *entry) {
 				failed = append(failed, a.m.name)
 			}
 		}
-		pathUnavailable(rq, failed)
 		// The first line is the one clients show: name who did not answer.
 		fmt.Fprintf(&b, "lakefed: %s: not found on the endpoints that answered; unavailable: %s\n", p, strings.Join(failed, ", "))
 	default:
 		fmt.Fprintf(&b, "lakefed: %s: refused\n", p)
 	}
 	writeAnswers(&b, e)
-	httpError(rq.w, e.status, b.String())
+	return e.status, b.String()
 }
 
 // writeNoReplica answers 503 when the path exists but no replica may be

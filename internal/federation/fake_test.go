@@ -39,6 +39,7 @@ type fakeEP struct {
 	down                                atomic.Bool            // every call: ErrUnavailable
 	hang                                atomic.Bool            // every call waits for ctx
 	statErr                             atomic.Value           // error injected into Stat
+	deleteErr                           atomic.Value           // error injected into Delete
 	failAfter                           atomic.Int64           // >0: readers fail after this many bytes
 	stallAfter                          atomic.Int64           // >0: readers hang after this many bytes until ctx ends
 	onBreak                             atomic.Pointer[func()] // run once when a reader breaks (failAfter)
@@ -247,6 +248,9 @@ func (f *fakeEP) Put(ctx context.Context, p string, r io.Reader, size int64) err
 func (f *fakeEP) Delete(ctx context.Context, p string) error {
 	f.deletes.Add(1)
 	if err := f.check(ctx); err != nil {
+		return err
+	}
+	if err, _ := f.deleteErr.Load().(error); err != nil {
 		return err
 	}
 	f.mu.Lock()

@@ -59,6 +59,13 @@ type Options struct {
 	// config (serve re-reads its file); the federator then applies it with
 	// Reload. Nil: /api/reload answers 501.
 	Reload func(ctx context.Context) (*config.Federation, error)
+	// OnWrite, when set, is called with the logical path of every write
+	// through the federator (PUT, DELETE, MKCOL, a third-party copy it
+	// directs; from HTTP, the root:// door or a role of the process),
+	// before the writer gets its answer: the write hook through which
+	// the other roles of the process (a cache) drop what they hold of
+	// the path. It must not block.
+	OnWrite func(path string)
 }
 
 // Federator is the federator. Its methods and handler may be used

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"crypto/md5"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
 )
 
@@ -94,6 +97,11 @@ func TestPutDigestCheckedByFederator(t *testing.T) {
 		{"wrong Content-MD5", http.Header{"Content-Md5": {base64.StdEncoding.EncodeToString(make([]byte, 16))}}, 400},
 		{"right Content-MD5", http.Header{"Content-Md5": {goodMD5}}, 204},
 		{"malformed Content-MD5", http.Header{"Content-Md5": {"zz"}}, 400},
+		// The storage role's rule (httpx.WantedDigests), which the
+		// federator once missed: a digest it cannot check is no check.
+		{"malformed adler32", http.Header{"Digest": {"adler32=zz"}}, 400},
+		{"wrong md5 on a second Digest line", http.Header{"Digest": {good, "md5=" + base64.StdEncoding.EncodeToString(make([]byte, 16))}}, 400},
+		{"two adler32 values", http.Header{"Digest": {good + ",adler32=00000001"}}, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newFake("ra", false)
@@ -135,21 +143,57 @@ func TestPutReadYourWrites(t *testing.T) {
 			}
 		}
 	})
-	t.Run("other down: marked stale", func(t *testing.T) {
+	t.Run("other down: refused, nothing changed", func(t *testing.T) {
 		a, b := newFake("ra", false), newFake("rb", false)
 		a.put("/f", v1)
 		b.put("/f", v1)
 		tf := startFed(t, cfgYAML("mode: proxy\n"+slowHealth, ep("ra", "writable: true", "priority: 2"), ep("rb", "writable: true", "priority: 1")), a, b)
 		tf.get(t, "/f", nil)
 		a.down.Store(true) // ra takes no write and no delete
-		if resp, msg := tf.do(t, "PUT", "/f", nil, bytes.NewReader(v2)); resp.StatusCode != 204 {
-			t.Fatalf("PUT = %d %q", resp.StatusCode, msg)
+		resp, msg := tf.do(t, "PUT", "/f", nil, bytes.NewReader(v2))
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(msg, "ra") {
+			t.Fatalf("PUT with ra down = %d %q (Retry-After %q), want 503 naming ra", resp.StatusCode, msg, resp.Header.Get("Retry-After"))
 		}
-		a.down.Store(false) // back, still holding v1
+		if d, _ := b.get("/f"); !bytes.Equal(d, v1) {
+			t.Errorf("rb holds %d bytes after a refused PUT, want v1 untouched", len(d))
+		}
+		a.down.Store(false) // back: the same PUT goes through, and retires ra's copy
+		if resp, msg := tf.do(t, "PUT", "/f", nil, bytes.NewReader(v2)); resp.StatusCode != 204 {
+			t.Fatalf("PUT with both up = %d %q", resp.StatusCode, msg)
+		}
 		for range 20 {
 			if _, body, err := tf.get(t, "/f", nil); err != nil || !bytes.Equal(body, v2) {
-				t.Fatalf("GET after PUT: %d bytes, %v; want v2, never ra's stale v1", len(body), err)
+				t.Fatalf("GET after PUT: %d bytes, %v; want v2", len(body), err)
 			}
+		}
+	})
+	t.Run("old replica not removed: 503, and never served", func(t *testing.T) {
+		a, b := newFake("ra", false), newFake("rb", false)
+		a.put("/f", v1)
+		b.put("/f", v1)
+		tf := startFed(t, cfgYAML("mode: proxy\n"+slowHealth, ep("ra", "writable: true", "priority: 2"), ep("rb", "writable: true", "priority: 1")), a, b)
+		a.deleteErr.Store(fmt.Errorf("fake ra: disk quota: %w", endpoint.ErrUnavailable))
+		resp, msg := tf.do(t, "PUT", "/f", nil, bytes.NewReader(v2))
+		if resp.StatusCode != 503 || !strings.Contains(msg, "could not be removed") {
+			t.Fatalf("PUT whose old replica stays = %d %q, want 503 saying so", resp.StatusCode, msg)
+		}
+		for range 20 {
+			if _, body, err := tf.get(t, "/f", nil); err != nil || !bytes.Equal(body, v2) {
+				t.Fatalf("GET after the PUT: %d bytes, %v; want v2, never ra's stale v1", len(body), err)
+			}
+		}
+	})
+	t.Run("read-only replica: 409, nothing written", func(t *testing.T) {
+		a, b := newFake("ra", false), newFake("rb", false)
+		a.put("/f", v1)
+		b.put("/f", v1)
+		tf := startFed(t, cfgYAML("mode: proxy\n"+slowHealth, ep("ra"), ep("rb", "writable: true")), a, b)
+		resp, msg := tf.do(t, "PUT", "/f", nil, bytes.NewReader(v2))
+		if resp.StatusCode != 409 || !strings.Contains(msg, "ra") {
+			t.Fatalf("PUT over a read-only replica = %d %q, want 409 naming ra", resp.StatusCode, msg)
+		}
+		if d, _ := b.get("/f"); !bytes.Equal(d, v1) || b.puts.Load() != 0 {
+			t.Errorf("rb changed by a refused PUT")
 		}
 	})
 }

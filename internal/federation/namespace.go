@@ -1,7 +1,6 @@
 package federation
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
-	"strings"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
@@ -29,9 +27,10 @@ import (
 //   - Errors keep the federation's classes: ErrNotFound only when every
 //     endpoint that could hold the path said so, ErrUnavailable when one
 //     could not answer.
-//   - Put, Delete and Mkdir are the front's PUT, DELETE and MKCOL, with
-//     the federator carrying the bytes (a caller in the process cannot
-//     follow a 307).
+//   - Put, Delete and Mkdir are the federator's own (Federator.Put,
+//     Delete, Mkdir), which the front's PUT, DELETE and MKCOL adapt to
+//     HTTP; the federator carries the bytes (a caller in the process
+//     cannot follow a 307).
 type Namespace struct{ f *Federator }
 
 var (
@@ -207,26 +206,22 @@ func (n *Namespace) Replicas(ctx context.Context, p string) ([]*url.URL, error) 
 	return out, nil
 }
 
-// Put writes p through the federator as a PUT would: placement, the other
-// replicas retired, the metadata cache dropped. size is the exact length
-// of r, or -1 when unknown.
+// Put writes p through the federator as a PUT would (Federator.Put),
+// the federator carrying the bytes. size is the exact length of r, or
+// -1 when unknown.
 func (n *Namespace) Put(ctx context.Context, p string, r io.Reader, size int64) error {
-	return n.do(ctx, http.MethodPut, p, r, size)
-}
-
-// Delete removes every replica of p, as DELETE does.
-func (n *Namespace) Delete(ctx context.Context, p string) error {
-	return n.do(ctx, http.MethodDelete, p, nil, 0)
-}
-
-// Mkdir creates p on every healthy writable endpoint that could hold it.
-func (n *Namespace) Mkdir(ctx context.Context, p string) error {
-	err := n.do(ctx, "MKCOL", p, nil, 0)
-	if errors.Is(err, errExists) {
-		return nil
-	}
+	_, err := n.f.Put(ctx, p, r, size, WriteOptions{})
 	return err
 }
+
+// Delete removes every replica of p, as DELETE does (Federator.Delete).
+func (n *Namespace) Delete(ctx context.Context, p string) error {
+	return n.f.Delete(ctx, p, WriteOptions{})
+}
+
+// Mkdir creates p on every healthy writable endpoint that could hold it
+// (Federator.Mkdir).
+func (n *Namespace) Mkdir(ctx context.Context, p string) error { return n.f.Mkdir(ctx, p) }
 
 // Probe answers whether any endpoint is up.
 func (n *Namespace) Probe(context.Context) error {
@@ -236,72 +231,6 @@ func (n *Namespace) Probe(context.Context) error {
 		}
 	}
 	return fmt.Errorf("federation: every endpoint is down: %w", endpoint.ErrUnavailable)
-}
-
-// errExists is MKCOL's 405: the directory is there already.
-var errExists = errors.New("federation: exists")
-
-// do runs one write method of the front in the process, the federator
-// carrying the bytes, and turns its status into an error of its class.
-func (n *Namespace) do(ctx context.Context, method, p string, body io.Reader, size int64) error {
-	if body == nil {
-		body = http.NoBody
-	}
-	r, err := http.NewRequestWithContext(ctx, method, "http://federation"+(&url.URL{Path: p}).EscapedPath(), body)
-	if err != nil {
-		return fmt.Errorf("federation: %s %s: %w", method, p, endpoint.ErrRefused)
-	}
-	r.ContentLength = size
-	rec := &recorder{h: http.Header{}}
-	s := n.f.snap.Load()
-	rq := &request{w: rec, r: r, s: s, p: p, carry: true}
-	switch method {
-	case http.MethodPut:
-		n.f.servePut(rq)
-	case http.MethodDelete:
-		n.f.serveDelete(rq)
-	case "MKCOL":
-		n.f.serveMkcol(rq)
-	}
-	code := rec.code
-	switch {
-	case code >= 200 && code < 300:
-		return nil
-	case method == "MKCOL" && code == http.StatusMethodNotAllowed:
-		return errExists
-	}
-	class := endpoint.ClassOfStatus(code)
-	if code == http.StatusConflict {
-		class = endpoint.ErrExist // the front's 409: something else is in the way
-	}
-	msg := strings.TrimSpace(strings.SplitN(rec.body.String(), "\n", 2)[0])
-	return fmt.Errorf("federation: %s %s: %d %s: %w", strings.ToLower(method), p, code, msg, class)
-}
-
-// recorder is the ResponseWriter of an in-process write: the status and
-// the first lines of the body, for the error.
-type recorder struct {
-	h    http.Header
-	code int
-	body bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.h }
-
-func (r *recorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-}
-
-func (r *recorder) Write(p []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	if r.body.Len() < 4<<10 {
-		r.body.Write(p[:min(len(p), 4<<10-r.body.Len())])
-	}
-	return len(p), nil
 }
 
 // Forget drops what the metadata cache holds for p: another role of the

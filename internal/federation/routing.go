@@ -76,9 +76,6 @@ type request struct {
 	p string
 	// hops counts the federators the request has passed (HopsHeader).
 	hops int
-	// carry: the caller cannot follow a redirect (Namespace, in the
-	// process), so a PUT is carried by the federator itself.
-	carry bool
 }
 
 // serveNamespace answers a request for a path of the federated namespace.

@@ -42,20 +42,25 @@ func (f *Federator) serveCopy(rq *request) {
 	var to *member
 	var where string
 	if pull {
-		cands, down := writable(s, p, rq.hops)
-		if len(cands) == 0 {
-			if down > 0 {
-				pathUnavailable(rq, nil)
-				httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed: %s: every writable endpoint for this path is down", p))
-				return
+		// A pull is a write: the rules of a PUT (Federator.Put) place it
+		// and refuse it, and since the copy runs between the two storage
+		// elements after the answer, nothing can retire another replica
+		// once it is done: a path held elsewhere is refused.
+		pl, err := f.planPut(r.Context(), s, p, WriteOptions{Hops: rq.hops, Cond: r.Header})
+		if err == nil && len(pl.old) > 0 {
+			var names []string
+			for _, rep := range pl.old {
+				names = append(names, rep.m.name)
 			}
-			httpError(w, http.StatusForbidden, fmt.Sprintf("lakefed: %s: no writable endpoint holds this path", p))
+			err = writeErr(http.StatusConflict, endpoint.ErrExist, "lakefed: %s: replicas on %s would keep the old version after a third-party copy; delete the file first", p, strings.Join(names, ", "))
+		}
+		if err != nil {
+			f.wrote(s, p, 0)
+			f.writeFailed(rq, err)
 			return
 		}
-		e := f.locate(r.Context(), s, p, rq.hops, false)
-		to = f.placeWrite(s, p, cands, e)
-		where = to.endpointPath(p)
-		s.invalidate(p, s.cfg.MetadataCache.NegativeTTL.D())
+		to, where = pl.m, pl.m.endpointPath(p)
+		f.wrote(s, p, s.cfg.MetadataCache.NegativeTTL.D())
 	} else {
 		e := f.lookup(r.Context(), s, p, rq.hops)
 		if e.status != http.StatusOK {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -51,112 +51,247 @@ func placeBefore(a, b *member) int {
 	return a.priority - b.priority
 }
 
-// servePut places a file. The rules (README, "Guarantees"):
+// WriteOptions are what a write through the federator carries besides
+// its path and body.
+type WriteOptions struct {
+	// Hops counts the federators the write has passed (HopsHeader); an
+	// upstream is not written to at max_hops.
+	Hops int
+	// Cond holds the write's conditional headers (If-Match, If-None-Match,
+	// If-Unmodified-Since; RFC 9110 §13.1); nil: unconditional.
+	Cond http.Header
+	// Want holds the digests the body must have, as httpx.WantedDigests
+	// returns them; a body without them is not stored.
+	Want map[string]string
+}
+
+// The rules of a write through the federator (README, "Guarantees"),
+// whichever door it came through (an HTTP PUT, the root:// door, a role
+// of the process):
 //
-//   - A Content-Range is refused with 400: a PUT stores a whole file
-//     (RFC 9110 §14.5), and a partial one would replace it by a fragment.
-//   - The conditionals (If-Match, If-None-Match, If-Unmodified-Since) are
-//     evaluated against a fresh look-up of every replica: If-None-Match:
-//   - fails when any replica exists, If-Match passes when it names the
-//     ETag of a replica. When an endpoint that could hold the path does
-//     not answer, a conditional PUT is 503: the condition cannot be
-//     known. (A replica changed between the look-up and the write is not
-//     caught; the endpoint evaluates the header again on a redirected
-//     PUT.)
+//   - The conditionals (If-Match, If-None-Match, If-Unmodified-Since)
+//     are evaluated against a fresh look-up of every replica:
+//     If-None-Match fails when any replica exists, If-Match passes when
+//     it names the ETag of a replica.
+//   - An acknowledged write is never undone. When an endpoint that could
+//     hold the path does not answer (down, stopped, timing out), the
+//     write is refused with 503 and Retry-After, conditional or not: the
+//     endpoint may hold the old version, and it would serve it again
+//     when it returns, in every federator, long after any mark this one
+//     could keep in memory. (A durable stale mark was the other design;
+//     it needs a store every federator shares and a repair loop before a
+//     write may be acknowledged, and a refusal is what every client of
+//     the field already retries.) For the same reason a write is refused
+//     with 409 when a read-only endpoint of the federation holds the
+//     path: nothing could ever retire that copy.
 //   - A file that exists is written where it lives (the first writable
 //     endpoint holding it, by placement order), a new one by the
 //     placement rule: 307 to that endpoint when it can be sent to and no
 //     other replica needs retiring, else the federator writes it itself.
-//   - A write the federator carries checks the client's Digest and
-//     Content-MD5 while it streams: a mismatch aborts the write before
-//     the endpoint commits it (400, nothing stored).
+//   - A write the federator carries checks the client's digests while it
+//     streams: a mismatch aborts the write before the endpoint commits it
+//     (400, nothing stored).
 //   - Read your writes: once the write succeeded, the other replicas (the
-//     old version) are deleted; one that cannot be (down, read-only) is
-//     marked stale and never ranked until a look-up sees it change. The
-//     metadata cache entry is dropped.
-//   - 201 when the file is new, 204 when it replaced one (RFC 9110 §9.3.4).
-func (f *Federator) servePut(rq *request) {
-	w, r, s, p, hops := rq.w, rq.r, rq.s, rq.p, rq.hops
-	if _, ok := r.Header["Content-Range"]; ok {
-		httpError(w, http.StatusBadRequest, "lakefed: PUT with Content-Range: partial writes are not supported (RFC 9110 §14.5)")
-		return
-	}
-	want, err := wantedDigests(r.Header)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "lakefed: "+err.Error())
-		return
-	}
-	cands, down := writable(s, p, hops)
+//     old version) are deleted before the answer. One that cannot be
+//     (its endpoint failed in between) is marked stale in memory, and the
+//     write answers 503: the client retries, and is told no success
+//     that a restart could take back.
+//   - Every write, whatever its outcome, drops the path from the
+//     metadata cache and calls Options.OnWrite before the answer, so the
+//     other roles of the process (the cache) never serve the old version
+//     after it.
+
+// putPlan is a PUT worked out before its body is read: where it goes and
+// which replicas it retires.
+type putPlan struct {
+	s       *snapshot
+	p       string
+	m       *member    // the endpoint that takes the write
+	old     []*replica // replicas to retire once the write is done
+	existed bool
+}
+
+// writeErr is the error of a write: the status an HTTP client gets, the
+// reason, and the class callers in the process test with errors.Is.
+func writeErr(code int, class error, format string, args ...any) error {
+	return httpx.NewError(code, fmt.Sprintf(format, args...), class)
+}
+
+// planPut checks a PUT of p and places it (the rules above).
+func (f *Federator) planPut(ctx context.Context, s *snapshot, p string, o WriteOptions) (*putPlan, error) {
+	cands, down := writable(s, p, o.Hops)
 	if len(cands) == 0 {
 		if down > 0 {
-			pathUnavailable(rq, nil)
-			httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed: %s: every writable endpoint for this path is down", p))
-			return
+			return nil, writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable, "lakefed: %s: every writable endpoint for this path is down", p)
 		}
-		httpError(w, http.StatusForbidden, fmt.Sprintf("lakefed: %s: no writable endpoint holds this path", p))
-		return
+		return nil, writeErr(http.StatusForbidden, endpoint.ErrRefused, "lakefed: %s: no writable endpoint holds this path", p)
 	}
-	e := f.locate(r.Context(), s, p, hops, false)
-	if code, msg := putPreconditions(r.Header, e); code != 0 {
+	e := f.locate(ctx, s, p, o.Hops, false)
+	if e.status == http.StatusServiceUnavailable || e.incomplete {
+		return nil, writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
+			"lakefed: %s: not written: %s could not be asked, and may hold a version that would undo this write when it returns", p, strings.Join(unanswered(e), ", "))
+	}
+	if code, msg := putPreconditions(o.Cond, e); code != 0 {
+		class := endpoint.ErrRefused
 		if code == http.StatusServiceUnavailable {
-			pathUnavailable(rq, nil)
+			class = endpoint.ErrUnavailable
 		}
-		httpError(w, code, fmt.Sprintf("lakefed: %s: %s", p, msg))
-		return
+		return nil, writeErr(code, class, "lakefed: %s: %s", p, msg)
 	}
 	if e.status == http.StatusOK && e.isDir && len(e.replicas) > 0 {
-		httpError(w, http.StatusConflict, fmt.Sprintf("lakefed: %s: is a directory", p))
-		return
+		return nil, writeErr(http.StatusConflict, endpoint.ErrExist, "lakefed: %s: is a directory", p)
 	}
-	existed := e.status == http.StatusOK && len(e.replicas) > 0
-	m := f.placeWrite(s, p, cands, e)
-	var old []*replica // replicas to retire once the write is done
+	pl := &putPlan{s: s, p: p, existed: e.status == http.StatusOK && len(e.replicas) > 0}
+	pl.m = f.placeWrite(s, p, cands, e)
 	for _, rep := range e.replicas {
-		if rep.m != m {
-			old = append(old, rep)
+		if rep.m == pl.m {
+			continue
+		}
+		if !rep.m.writable && !rep.m.upstream {
+			return nil, writeErr(http.StatusConflict, endpoint.ErrExist,
+				"lakefed: %s: not written: a replica on %s, read-only in this federation, holds this path and could never be replaced", p, rep.m.name)
+		}
+		pl.old = append(pl.old, rep)
+	}
+	return pl, nil
+}
+
+// unanswered names the endpoints of a look-up that did not answer.
+func unanswered(e *entry) []string {
+	var names []string
+	for _, a := range e.answers {
+		switch a.kind {
+		case ansDown, ansUnavailable, ansSlow:
+			names = append(names, a.m.name+" ("+a.kind.String()+")")
 		}
 	}
-	ep := m.endpointPath(p)
-	if !m.proxy && !m.putProxy && !rq.carry && len(old) == 0 {
-		u, err := endpoint.RedirectURL(r.Context(), m.ep, ep, endpoint.OpWrite)
-		if err == nil {
-			// The write happens after we answer: hold off caching "not
-			// found" for this path for a while.
-			s.invalidate(p, s.cfg.MetadataCache.NegativeTTL.D())
-			m.mm.redirects.Inc()
-			w.Header().Set("Location", u.String())
-			w.WriteHeader(http.StatusTemporaryRedirect)
-			return
-		}
+	if len(names) == 0 {
+		names = []string{"an endpoint"}
 	}
-	ctx := r.Context()
-	if hops > 0 {
-		ctx = httpx.WithHops(ctx, hops)
+	return names
+}
+
+// redirect returns where the client may send the PUT itself: the
+// endpoint's URL when clients can reach it and no other replica needs
+// retiring; ok false when the federator must carry the write.
+func (pl *putPlan) redirect(ctx context.Context) (*url.URL, bool) {
+	m := pl.m
+	if m.proxy || m.putProxy || len(pl.old) > 0 {
+		return nil, false
+	}
+	u, err := endpoint.RedirectURL(ctx, m.ep, m.endpointPath(pl.p), endpoint.OpWrite)
+	return u, err == nil
+}
+
+// Put writes p through the federator, carrying the bytes (a caller in
+// the process cannot follow a redirect): placement, the digests checked,
+// the other replicas retired, and every cache of the process told. size
+// is the exact length of body, or -1. created says the file is new.
+func (f *Federator) Put(ctx context.Context, p string, body io.Reader, size int64, o WriteOptions) (created bool, err error) {
+	s := f.snap.Load()
+	defer f.wrote(s, p, 0)
+	pl, err := f.planPut(ctx, s, p, o)
+	if err != nil {
+		return false, err
+	}
+	return f.commitPut(ctx, pl, body, size, o)
+}
+
+// commitPut writes the body of a planned PUT on its endpoint and retires
+// the old replicas.
+func (f *Federator) commitPut(ctx context.Context, pl *putPlan, body io.Reader, size int64, o WriteOptions) (created bool, err error) {
+	s, p, m := pl.s, pl.p, pl.m
+	if o.Hops > 0 {
+		ctx = httpx.WithHops(ctx, o.Hops)
 	}
 	start := time.Now()
-	body := &checkedBody{r: r.Body, want: want, hashes: newHashes(want)}
-	err = m.ep.Put(ctx, ep, body, r.ContentLength)
+	cb := &checkedBody{r: body, d: httpx.NewBodyDigests(o.Want)}
+	err = m.ep.Put(ctx, m.endpointPath(p), cb, size)
 	s.invalidate(p, 0)
 	if err != nil {
-		if body.mismatch != nil {
-			httpError(w, http.StatusBadRequest, fmt.Sprintf("lakefed: put %s: %v; nothing was stored", p, body.mismatch))
-			return
+		if cb.mismatch != nil {
+			return false, writeErr(http.StatusBadRequest, endpoint.ErrRefused, "lakefed: put %s: %v; nothing was stored", p, cb.mismatch)
 		}
 		if ctx.Err() == nil {
 			f.requestResult(s, m, err, 0)
 		}
-		httpError(w, endpoint.HTTPStatus(err), fmt.Sprintf("lakefed: put %s on %s: %v", p, m.name, err))
-		return
+		return false, writeErr(endpoint.HTTPStatus(err), endpoint.Class(err), "lakefed: put %s on %s: %v", p, m.name, err)
 	}
 	f.requestResult(s, m, nil, time.Since(start))
-	f.retire(ctx, s, p, old)
-	s.invalidate(p, 0)
-	w.Header().Set("X-Lakefed-Endpoint", m.name)
-	if existed {
-		w.WriteHeader(http.StatusNoContent)
+	if kept := f.retire(ctx, s, p, pl.old); len(kept) > 0 {
+		return false, writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
+			"lakefed: put %s: written on %s, but the old version on %s could not be removed; write again", p, m.name, strings.Join(kept, ", "))
+	}
+	return !pl.existed, nil
+}
+
+// wrote ends every write through the federator, whatever its outcome:
+// the path leaves the metadata cache (with hold, a "not found" is not
+// cached for that long: the write goes on at an endpoint after the
+// answer), and Options.OnWrite tells the other roles of the process.
+func (f *Federator) wrote(s *snapshot, p string, hold time.Duration) {
+	s.invalidate(p, hold)
+	if f.opts.OnWrite != nil {
+		f.opts.OnWrite(p)
+	}
+}
+
+// servePut is the HTTP adapter of a PUT: a Content-Range is refused with
+// 400 (a PUT stores a whole file, RFC 9110 §14.5, and a partial one
+// would replace it by a fragment); 201 when the file is new, 204 when it
+// replaced one (RFC 9110 §9.3.4).
+func (f *Federator) servePut(rq *request) {
+	w, r, s, p := rq.w, rq.r, rq.s, rq.p
+	if _, ok := r.Header["Content-Range"]; ok {
+		httpError(w, http.StatusBadRequest, "lakefed: PUT with Content-Range: partial writes are not supported (RFC 9110 §14.5)")
 		return
 	}
-	w.WriteHeader(http.StatusCreated)
+	want, err := httpx.WantedDigests(r.Header)
+	if err != nil {
+		f.writeFailed(rq, err)
+		return
+	}
+	o := WriteOptions{Hops: rq.hops, Cond: r.Header, Want: want}
+	pl, err := f.planPut(r.Context(), s, p, o)
+	if err != nil {
+		f.wrote(s, p, 0)
+		f.writeFailed(rq, err)
+		return
+	}
+	if u, ok := pl.redirect(r.Context()); ok {
+		// The write happens after we answer: hold off caching "not
+		// found" for this path for a while.
+		f.wrote(s, p, s.cfg.MetadataCache.NegativeTTL.D())
+		pl.m.mm.redirects.Inc()
+		w.Header().Set("Location", u.String())
+		w.WriteHeader(http.StatusTemporaryRedirect)
+		return
+	}
+	created, err := f.commitPut(r.Context(), pl, r.Body, r.ContentLength, o)
+	f.wrote(s, p, 0)
+	if err != nil {
+		f.writeFailed(rq, err)
+		return
+	}
+	w.Header().Set("X-Lakefed-Endpoint", pl.m.name)
+	if created {
+		w.WriteHeader(http.StatusCreated)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeFailed answers a failed write: its status and reason, with
+// Retry-After on a 503.
+func (f *Federator) writeFailed(rq *request, err error) {
+	code, msg, ok := httpx.StatusOf(err)
+	if !ok {
+		code, msg = endpoint.HTTPStatus(err), "lakefed: "+rq.p+": "+err.Error()
+	}
+	if code == http.StatusServiceUnavailable {
+		pathUnavailable(rq, nil)
+	}
+	httpError(rq.w, code, msg)
 }
 
 // placeWrite picks the endpoint a PUT of p goes to: the first candidate
@@ -235,13 +370,15 @@ func preconditionStatus(code int) (int, string) {
 	return http.StatusPreconditionFailed, "precondition failed"
 }
 
-// retire removes the replicas of p that a write made stale, and marks
-// stale those it cannot remove, so that they are not ranked.
-func (f *Federator) retire(ctx context.Context, s *snapshot, p string, old []*replica) {
+// retire removes the replicas of p that a write made stale, and returns
+// the endpoints of those it could not remove, which it marks stale so
+// that they are not ranked while this process lives.
+func (f *Federator) retire(ctx context.Context, s *snapshot, p string, old []*replica) (kept []string) {
 	if len(old) == 0 {
-		return
+		return nil
 	}
 	ctx = context.WithoutCancel(ctx) // the write is done: finish the cleanup
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, rep := range old {
 		wg.Go(func() {
@@ -255,43 +392,15 @@ func (f *Federator) retire(ctx context.Context, s *snapshot, p string, old []*re
 				f.log.Warn("could not delete a replica a write made stale", "endpoint", rep.m.name, "path", p, "err", err)
 			}
 			f.stale.mark(rep.m.name, rep.path, rep.info)
+			mu.Lock()
+			kept = append(kept, rep.m.name)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	slices.Sort(kept)
+	return kept
 }
-
-// wantedDigests returns the digests a PUT's client sent (Digest, RFC
-// 3230, and Content-MD5, RFC 1864), or an error when they contradict
-// each other or Content-MD5 is malformed.
-func wantedDigests(h http.Header) (map[string]string, error) {
-	want := httpx.ParseDigest(h.Get("Digest"))
-	if cm := h.Get("Content-MD5"); cm != "" {
-		v := httpx.ParseContentMD5(cm)
-		if v == "" {
-			return nil, errors.New("bad Content-MD5 header")
-		}
-		if old, ok := want[httpx.MD5]; ok && old != v {
-			return nil, errors.New("digest mismatch: Digest md5 and Content-MD5 differ")
-		}
-		want[httpx.MD5] = v
-	}
-	return want, nil
-}
-
-func newHashes(want map[string]string) map[string]hash.Hash {
-	if len(want) == 0 {
-		return nil
-	}
-	hs := make(map[string]hash.Hash, len(want))
-	for a := range want {
-		hs[a] = httpx.NewHash(a)
-	}
-	return hs
-}
-
-// errDigestMismatch: the body of a PUT does not have the digest its
-// client sent.
-var errDigestMismatch = errors.New("digest mismatch")
 
 // checkedBody is a PUT body that checks the client's digests as it is
 // read: at the end of the body, a mismatch is returned in place of EOF,
@@ -299,46 +408,51 @@ var errDigestMismatch = errors.New("digest mismatch")
 // failed Put leaves the old content).
 type checkedBody struct {
 	r        io.Reader
-	want     map[string]string
-	hashes   map[string]hash.Hash
+	d        *httpx.BodyDigests
 	mismatch error // set when the end was reached with a wrong digest
 }
 
 func (b *checkedBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
-	for _, h := range b.hashes {
-		h.Write(p[:n])
-	}
+	b.d.Write(p[:n])
 	if err == io.EOF {
-		for a, h := range b.hashes {
-			if got := httpx.SumString(h); got != b.want[a] {
-				b.mismatch = fmt.Errorf("%w: %s of the body is %s, the client sent %s", errDigestMismatch, a, got, b.want[a])
-				return n, fmt.Errorf("%w: %w", b.mismatch, endpoint.ErrRefused)
-			}
+		if b.mismatch = b.d.Check(); b.mismatch != nil {
+			return n, fmt.Errorf("%w: %w", b.mismatch, endpoint.ErrRefused)
 		}
 	}
 	return n, err
 }
 
-// serveDelete removes every replica of p on writable endpoints. It looks
-// afresh (not from the cache) so that no replica is missed. 204 when every
-// replica went, 404 when there was none, else the worst failure with a
-// body saying which replicas went, which did not and why (deleteReport).
-func (f *Federator) serveDelete(rq *request) {
-	w, r, s, p, hops := rq.w, rq.r, rq.s, rq.p, rq.hops
-	e := f.locate(r.Context(), s, p, hops, false)
-	defer s.invalidate(p, 0)
+// Delete removes every replica of p. It looks afresh (not from the
+// cache) so that no replica is missed. When an endpoint that could hold
+// p does not answer, nothing is deleted and the answer is 503: the
+// client's retry deletes the file whole once it answers, where deleting
+// the others now would only thin out a file that stays. A replica on an
+// endpoint read-only in the federation is a refusal no retry changes:
+// the others are deleted, and the 403 says which went and which stay.
+// nil when every replica went; an ErrNotFound when there was none; else
+// the worst failure, with a report of which replicas went, which did not
+// and why (deleteReport).
+func (f *Federator) Delete(ctx context.Context, p string, o WriteOptions) error {
+	return f.delete(ctx, f.snap.Load(), p, o)
+}
+
+func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOptions) error {
+	defer f.wrote(s, p, 0)
+	e := f.locate(ctx, s, p, o.Hops, false)
 	if e.status != http.StatusOK {
-		f.writeMissing(rq, e)
-		return
+		code, msg := missingReport(p, e)
+		return writeErr(code, endpoint.ClassOfStatus(code), "%s", msg)
 	}
 	if len(e.replicas) == 0 {
-		httpError(w, http.StatusForbidden, fmt.Sprintf("lakefed: %s: a directory of the federation itself cannot be deleted", p))
-		return
+		return writeErr(http.StatusForbidden, endpoint.ErrRefused, "lakefed: %s: a directory of the federation itself cannot be deleted", p)
 	}
-	ctx := r.Context()
-	if hops > 0 {
-		ctx = httpx.WithHops(ctx, hops)
+	if e.incomplete {
+		return writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
+			"lakefed: delete %s: nothing deleted: %s could not be asked, and may hold a replica that would bring the file back", p, strings.Join(unanswered(e), ", "))
+	}
+	if o.Hops > 0 {
+		ctx = httpx.WithHops(ctx, o.Hops)
 	}
 	errs := make([]error, len(e.replicas))
 	var wg sync.WaitGroup
@@ -362,13 +476,18 @@ func (f *Federator) serveDelete(rq *request) {
 	wg.Wait()
 	status, report := deleteReport(e, errs)
 	if status == http.StatusNoContent {
-		w.WriteHeader(status)
+		return nil
+	}
+	return writeErr(status, endpoint.ClassOfStatus(status), "lakefed: delete %s: %s", p, report)
+}
+
+// serveDelete is the HTTP adapter of Delete: 204, or the error.
+func (f *Federator) serveDelete(rq *request) {
+	if err := f.delete(rq.r.Context(), rq.s, rq.p, WriteOptions{Hops: rq.hops}); err != nil {
+		f.writeFailed(rq, err)
 		return
 	}
-	if status == http.StatusServiceUnavailable {
-		pathUnavailable(rq, nil)
-	}
-	httpError(w, status, fmt.Sprintf("lakefed: delete %s: %s", p, report))
+	rq.w.WriteHeader(http.StatusNoContent)
 }
 
 // errReadOnly: a replica on an endpoint the federation does not write to.
@@ -425,26 +544,27 @@ func deleteReport(e *entry, errs []error) (int, string) {
 	return status, strings.Join(parts, "; ") + "\n" + strings.Join(lines, "\n") + "\n"
 }
 
-// serveMkcol creates the directory p on every healthy writable endpoint
-// that could hold it: 201 when at least one did.
-func (f *Federator) serveMkcol(rq *request) {
-	w, r, s, p := rq.w, rq.r, rq.s, rq.p
+// Mkdir creates the directory p on every healthy writable endpoint that
+// could hold it: nil when at least one did (or had it already), else the
+// worst failure (ErrExist, 409, when a file is in the way).
+func (f *Federator) Mkdir(ctx context.Context, p string) error {
+	return f.mkdir(ctx, f.snap.Load(), p)
+}
+
+func (f *Federator) mkdir(ctx context.Context, s *snapshot, p string) error {
 	cands, down := writable(s, p, s.cfg.MaxHops) // never upstreams: they have their own
-	defer s.invalidate(p, 0)
+	defer f.wrote(s, p, 0)
 	if len(cands) == 0 {
 		if down > 0 {
-			pathUnavailable(rq, nil)
-			httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed: %s: every writable endpoint for this path is down", p))
-			return
+			return writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable, "lakefed: %s: every writable endpoint for this path is down", p)
 		}
-		httpError(w, http.StatusForbidden, fmt.Sprintf("lakefed: %s: no writable endpoint holds this path", p))
-		return
+		return writeErr(http.StatusForbidden, endpoint.ErrRefused, "lakefed: %s: no writable endpoint holds this path", p)
 	}
 	errs := make([]error, len(cands))
 	var wg sync.WaitGroup
 	for i, m := range cands {
 		wg.Go(func() {
-			mctx, cancel := context.WithTimeout(r.Context(), m.cfg.TimeoutOrDefault())
+			mctx, cancel := context.WithTimeout(ctx, m.cfg.TimeoutOrDefault())
 			defer cancel()
 			start := time.Now()
 			errs[i] = m.ep.Mkdir(mctx, m.endpointPath(p))
@@ -453,16 +573,24 @@ func (f *Federator) serveMkcol(rq *request) {
 	}
 	wg.Wait()
 	var b strings.Builder
-	status := 0
+	status, class := 0, error(nil)
 	for i, m := range cands {
 		if errs[i] == nil {
-			w.WriteHeader(http.StatusCreated)
-			return
+			return nil
 		}
 		fmt.Fprintf(&b, "%s: %v\n", m.name, errs[i])
 		if st := endpoint.HTTPStatus(errs[i]); status == 0 || st == http.StatusServiceUnavailable {
-			status = st
+			status, class = st, errs[i]
 		}
 	}
-	httpError(w, status, fmt.Sprintf("lakefed: mkcol %s failed everywhere\n%s", p, b.String()))
+	return writeErr(status, class, "lakefed: mkcol %s failed everywhere\n%s", p, b.String())
+}
+
+// serveMkcol is the HTTP adapter of Mkdir: 201, or the error.
+func (f *Federator) serveMkcol(rq *request) {
+	if err := f.mkdir(rq.r.Context(), rq.s, rq.p); err != nil {
+		f.writeFailed(rq, err)
+		return
+	}
+	rq.w.WriteHeader(http.StatusCreated)
 }

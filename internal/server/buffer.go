@@ -54,7 +54,7 @@ func (r *bufferRole) start(ctx context.Context, s *Server) error {
 		}
 		cfg.Prefixes = append(cfg.Prefixes, bp)
 	}
-	b, err := buffer.New(ctx, cfg, buffer.Options{Log: s.log, Registerer: s.fed.Registry(), Forget: s.forget})
+	b, err := buffer.New(ctx, cfg, buffer.Options{Log: s.log, Registerer: s.fed.Registry(), OnWrite: s.wrote})
 	if err != nil {
 		r.close()
 		return err
@@ -100,10 +100,14 @@ func (r *bufferRole) close() {
 	}
 }
 
-// forget drops what the roles remember of a path whose content changed
-// under them (a buffered file retired after its migration): the
-// federator's metadata and the cache's blocks.
-func (s *Server) forget(p string) {
+// wrote is the process's one write hook: every write path calls it with
+// the logical path it changed, before the writer gets its answer (the
+// federator for its PUT, DELETE, MKCOL and third-party copies, whether
+// they came over HTTP or through a root:// door; the buffer for the
+// writes it takes and the files it retires). It drops what the roles
+// remember of the path: the federator's metadata and the cache's
+// blocks, so no reader in the process is served the old version.
+func (s *Server) wrote(p string) {
 	if s.fed != nil {
 		s.fed.Forget(p)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
-	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // cacheConfig maps the cache section onto the cache role's own config.
@@ -131,24 +130,6 @@ func withCache(namespace http.Handler, c *cache.Cache, fedRegistry *prometheus.R
 			files.ServeHTTP(w, r)
 		default:
 			namespace.ServeHTTP(w, r)
-		}
-	})
-}
-
-// forgetOnWrite tells the cache about every write that reaches the
-// federator (and the buffer) in the process: a PUT, DELETE or MOVE makes
-// the cached version of the path no longer the file's, and a reader of
-// the cache must see the new one at once (read your writes), not after
-// revalidate_after.
-func forgetOnWrite(next http.Handler, c *cache.Cache) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r)
-		switch r.Method {
-		case http.MethodGet, http.MethodHead, "PROPFIND", http.MethodOptions:
-			return
-		}
-		if p, err := httpx.CleanPath(r.URL.Path); err == nil {
-			c.Forget(p)
 		}
 	})
 }

@@ -111,7 +111,7 @@ func (r *resultsRole) stop(context.Context) error {
 type federatorRole struct{ fed *federation.Federator }
 
 func (r *federatorRole) start(_ context.Context, s *Server) error {
-	opts := federation.Options{Log: s.log}
+	opts := federation.Options{Log: s.log, OnWrite: s.wrote}
 	if s.opts.ConfigPath != "" {
 		opts.Reload = s.loadFederation
 	}
@@ -214,7 +214,6 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 		ns = withPath(s.buffer.Wrap(ns), "/api/buffer", s.buffer.StatusHandler())
 	}
 	if s.cache != nil {
-		ns = forgetOnWrite(ns, s.cache)
 		if s.cfg.Cache.Listen == "" {
 			ns = withCache(ns, s.cache, s.fed.Registry())
 		}

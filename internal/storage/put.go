@@ -2,13 +2,11 @@ package storage
 
 import (
 	"errors"
-	"hash"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -55,9 +53,10 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		httpError(w, http.StatusRequestEntityTooLarge, "upload larger than max_upload")
 		return 0
 	}
-	want, reason := wantedDigests(r.Header)
-	if reason != "" {
-		httpError(w, http.StatusBadRequest, reason)
+	want, err := httpx.WantedDigests(r.Header)
+	if err != nil {
+		code, reason, _ := httpx.StatusOf(err)
+		httpError(w, code, reason)
 		return 0
 	}
 
@@ -110,17 +109,12 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		}
 	}()
 
-	hashes := map[string]hash.Hash{httpx.Adler32: httpx.NewHash(httpx.Adler32)}
-	for a := range want {
-		if hashes[a] == nil {
-			hashes[a] = httpx.NewHash(a)
-		}
-	}
+	digests := httpx.NewBodyDigests(want, httpx.Adler32)
 	body := io.Reader(r.Body)
 	if s.cfg.MaxUpload > 0 {
 		body = &io.LimitedReader{R: r.Body, N: s.cfg.MaxUpload + 1}
 	}
-	n, err := s.receive(f, body, hashes)
+	n, err := s.receive(f, body, digests)
 	if err == nil && s.cfg.MaxUpload > 0 && n > s.cfg.MaxUpload {
 		err = errTooLarge
 	}
@@ -132,16 +126,11 @@ func (s *Server) servePut(w *respWriter, r *http.Request, p string) int64 {
 		httpError(w, code, reason)
 		return n
 	}
-	sums := make(map[string]string, len(hashes))
-	for a, h := range hashes {
-		sums[a] = httpx.SumString(h)
+	if err := digests.Check(); err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return n
 	}
-	for a, v := range want {
-		if sums[a] != v {
-			httpError(w, http.StatusBadRequest, "digest mismatch: "+a)
-			return n
-		}
-	}
+	sums := digests.Sums()
 	if err := f.Sync(); err != nil {
 		code, reason := s.putStatus(r, err)
 		httpError(w, code, reason)
@@ -233,50 +222,11 @@ func (s *Server) commit(r *http.Request, p string, f *os.File, tmp string) (st u
 	return st, cur.exists, 0, ""
 }
 
-// wantedDigests returns the checksums a PUT must match, from Digest (RFC
-// 3230) and Content-MD5 (RFC 1864), as lower-case hex by algorithm, or a
-// reason to refuse the request with 400: a value of an algorithm the
-// server computes that is malformed, or given twice with two values. A
-// digest that cannot be checked must not let the upload through as if it
-// had been; algorithms the server does not compute are ignored (RFC 3230
-// §4.3.2 lets a server do that).
-func wantedDigests(h http.Header) (map[string]string, string) {
-	want := map[string]string{}
-	for _, line := range h["Digest"] {
-		for part := range strings.SplitSeq(line, ",") {
-			k, _, _ := strings.Cut(part, "=")
-			algo := strings.ToLower(strings.TrimSpace(k))
-			if !httpx.KnownAlgorithm(algo) {
-				continue
-			}
-			v, ok := httpx.ParseDigest(part)[algo]
-			if !ok {
-				return nil, "bad Digest header: malformed " + algo + " value"
-			}
-			if old, dup := want[algo]; dup && old != v {
-				return nil, "digest mismatch: two " + algo + " values"
-			}
-			want[algo] = v
-		}
-	}
-	if cms := h["Content-Md5"]; len(cms) > 0 {
-		v := httpx.ParseContentMD5(strings.Join(cms, ","))
-		if v == "" {
-			return nil, "bad Content-MD5 header"
-		}
-		if old, ok := want[httpx.MD5]; ok && old != v {
-			return nil, "digest mismatch: Digest md5 and Content-MD5 differ"
-		}
-		want[httpx.MD5] = v
-	}
-	return want, ""
-}
-
 // writebackChunk is how much written data receive lets pile up in the page
 // cache before it asks the kernel to start writing it out.
 const writebackChunk = 8 << 20
 
-// receive copies body into f through 1 MiB chunks, feeding every hash,
+// receive copies body into f through 1 MiB chunks, feeding sum,
 // and returns the bytes taken. A body that ends early returns the body's
 // error (io.ErrUnexpectedEOF from net/http).
 //
@@ -286,11 +236,7 @@ const writebackChunk = 8 << 20
 // then works while the network delivers the rest, and the fsync that
 // durability needs before the answer finds little left to write, instead
 // of the whole upload.
-func (s *Server) receive(f *os.File, body io.Reader, hashes map[string]hash.Hash) (int64, error) {
-	hs := make([]hash.Hash, 0, len(hashes))
-	for _, h := range hashes {
-		hs = append(hs, h)
-	}
+func (s *Server) receive(f *os.File, body io.Reader, sum io.Writer) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -306,9 +252,7 @@ func (s *Server) receive(f *os.File, body io.Reader, hashes map[string]hash.Hash
 			n += m
 		}
 		if n > 0 {
-			for _, h := range hs {
-				h.Write(buf[:n])
-			}
+			sum.Write(buf[:n])
 			if _, err := s.writeChunk(f, buf[:n]); err != nil {
 				return total, err
 			}
