@@ -46,8 +46,9 @@ const (
 //	PROPFIND           list; with Depth: 0 read or list (a stat, which
 //	                   gfal2 and davix do before a transfer)
 //	PUT, LOCK, UNLOCK  create when the target does not exist, modify
-//	                   when it does; without exists (nil) or when it
-//	                   fails, both create and modify
+//	                   when it does; without exists (nil), both; when
+//	                   exists fails, a PUT either one (below), LOCK and
+//	                   UNLOCK both
 //	PROPPATCH          modify
 //	DELETE             delete
 //	MKCOL              create
@@ -62,7 +63,7 @@ const (
 // Others get 405. A PUT allowed only to create is passed on with
 // "If-None-Match: *", so a file that appears between the existence check
 // and the write is not overwritten (the storage role evaluates it under
-// its per-path lock).
+// its per-path lock); one allowed only to modify, with "If-Match: *".
 //
 // Refusals: no credentials and nothing granted to anyone → 401 with
 // `WWW-Authenticate: Bearer realm="…"` (no error code, RFC 6750 §3.1);
@@ -100,7 +101,7 @@ func (a *Authorizer) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if r.Method == http.MethodOptions {
 		// Always allowed, "OPTIONS *" (RFC 9110 §9.3.7) included.
-		next.ServeHTTP(w, a.passOn(r, id, query, false))
+		next.ServeHTTP(w, a.passOn(r, id, query, condNone))
 		return
 	}
 	p, err := httpx.CleanPath(r.URL.Path)
@@ -118,7 +119,7 @@ func (a *Authorizer) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		a.refuse(w, r, id, "", p, reasonMethod, "method "+r.Method+" is not allowed")
 		return
 	}
-	createOnly := false
+	cond := condNone
 	for _, n := range needs {
 		if !a.granted(id, n.set, n.path) {
 			reason := reasonNotAllowed
@@ -128,17 +129,43 @@ func (a *Authorizer) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			a.refuse(w, r, id, n.action, n.path, reason, strings.TrimPrefix(a.Allow(ctx, *id, n.action, n.path).Error(), "auth: "))
 			return
 		}
-		if r.Method == http.MethodPut && n.set == setCreate && n.path == p && !a.granted(id, setModify, p) {
-			createOnly = true
+		if r.Method != http.MethodPut || n.path != p {
+			continue
+		}
+		// A caller who may only create gets If-None-Match: *, one who
+		// may only modify If-Match: *, so the server keeps the rule
+		// atomically. That is also what lets such a caller through when
+		// whether the file exists could not be told (an endpoint down):
+		// the server answers the outage (503) instead of a refusal
+		// (403) that would tell the client never to retry.
+		switch {
+		case n.set&setCreate != 0 && !a.granted(id, setModify, p):
+			cond = condCreateOnly
+		case n.set&setModify != 0 && !a.granted(id, setCreate, p):
+			cond = condModifyOnly
 		}
 	}
-	next.ServeHTTP(w, a.passOn(r, id, query, createOnly))
+	next.ServeHTTP(w, a.passOn(r, id, query, cond))
 }
 
+// writeCond is the condition a PUT is passed on with, for a caller who
+// may do only one of create and modify.
+type writeCond uint8
+
+const (
+	// condNone: the caller may create and modify, or the request is no PUT.
+	condNone writeCond = iota
+	// condCreateOnly: "If-None-Match: *" (RFC 9110 §13.1.2).
+	condCreateOnly
+	// condModifyOnly: "If-Match: *" (RFC 9110 §13.1.1).
+	condModifyOnly
+)
+
 // passOn is the request next gets: id in its context, the query without
-// authz, and "If-None-Match: *" when the caller may only create. The
-// caller's request is never changed: what is altered is copied.
-func (a *Authorizer) passOn(r *http.Request, id *Identity, query string, createOnly bool) *http.Request {
+// authz, and "If-None-Match: *" when the caller may only create
+// ("If-Match: *" when only modify). The caller's request is never
+// changed: what is altered is copied.
+func (a *Authorizer) passOn(r *http.Request, id *Identity, query string, cond writeCond) *http.Request {
 	ctx := context.WithValue(r.Context(), ctxKey{}, id)
 	if id.Token != "" {
 		ctx = httpx.WithBearer(ctx, id.Token) // for endpoints that pass callers' tokens on
@@ -150,9 +177,13 @@ func (a *Authorizer) passOn(r *http.Request, id *Identity, query string, createO
 		r2.URL = &u
 		r2.RequestURI = u.RequestURI()
 	}
-	if createOnly {
+	switch cond {
+	case condCreateOnly:
 		r2.Header = r.Header.Clone()
 		r2.Header.Set("If-None-Match", "*")
+	case condModifyOnly:
+		r2.Header = r.Header.Clone()
+		r2.Header.Set("If-Match", "*")
 	}
 	return r2
 }
@@ -175,7 +206,7 @@ func (a *Authorizer) needs(r *http.Request, p string, exists ExistsFunc, ns []ne
 	case "MKCOL":
 		return append(ns, need{set: setCreate, action: Create, path: p}), true, nil
 	case http.MethodPut, "LOCK", "UNLOCK":
-		return a.writeNeeds(r.Context(), p, exists, true, ns), true, nil
+		return a.writeNeeds(r.Context(), p, exists, true, r.Method == http.MethodPut, ns), true, nil
 	case "COPY", "MOVE":
 		overwrite := !strings.EqualFold(strings.TrimSpace(r.Header.Get("Overwrite")), "F")
 		switch {
@@ -184,7 +215,7 @@ func (a *Authorizer) needs(r *http.Request, p string, exists ExistsFunc, ns []ne
 		case r.Header.Get("Source") != "":
 			// HTTP-TPC pull: the request path is the destination, the
 			// source is remote.
-			return a.writeNeeds(r.Context(), p, exists, overwrite, ns), true, nil
+			return a.writeNeeds(r.Context(), p, exists, overwrite, false, ns), true, nil
 		default:
 			ns = append(ns, need{set: setRead, action: Read, path: p})
 		}
@@ -193,7 +224,7 @@ func (a *Authorizer) needs(r *http.Request, p string, exists ExistsFunc, ns []ne
 			return nil, true, err
 		}
 		if local {
-			ns = a.writeNeeds(r.Context(), dst, exists, overwrite, ns)
+			ns = a.writeNeeds(r.Context(), dst, exists, overwrite, false, ns)
 		}
 		return ns, true, nil
 	}
@@ -202,20 +233,28 @@ func (a *Authorizer) needs(r *http.Request, p string, exists ExistsFunc, ns []ne
 
 // writeNeeds are the checks of writing p: create if it does not exist,
 // modify if it does (only create when overwrite is false: the server
-// refuses to overwrite anyway); both when exists cannot tell.
-func (a *Authorizer) writeNeeds(ctx context.Context, p string, exists ExistsFunc, overwrite bool, ns []need) []need {
+// refuses to overwrite anyway). When exists cannot tell, a PUT needs
+// either, and is passed on with a condition (serve); any other write
+// needs both.
+func (a *Authorizer) writeNeeds(ctx context.Context, p string, exists ExistsFunc, overwrite, put bool, ns []need) []need {
 	cr := need{set: setCreate, action: Create, path: p}
 	if !overwrite {
 		return append(ns, cr)
 	}
 	md := need{set: setModify, action: Modify, path: p}
+	either := need{set: setCreate | setModify, action: Create, path: p}
 	if exists == nil {
 		return append(ns, cr, md)
 	}
 	ok, err := exists(ctx, p)
 	switch {
 	case err != nil:
+		// Unknown (an endpoint down): either grant lets the PUT on,
+		// with the condition that keeps the caller to it (serve).
 		a.log.DebugContext(ctx, "exists check failed", "path", p, "err", err)
+		if put {
+			return append(ns, either)
+		}
 		return append(ns, cr, md)
 	case ok:
 		return append(ns, md)

@@ -69,7 +69,14 @@ func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre 
 	unlock := b.paths.lock(p)
 	defer unlock()
 	if code := b.preconditions(r, p, pre); code != 0 {
-		httpx.WriteError(w, code, http.StatusText(code))
+		msg := http.StatusText(code)
+		if code == http.StatusServiceUnavailable {
+			// A target could not say whether the file exists: an
+			// outage, worth retrying (RFC 9110 §10.2.3).
+			w.Header().Set("Retry-After", retryAfter)
+			msg = "buffer: " + p + ": the target cannot say whether the file exists, so the conditions cannot be evaluated"
+		}
+		httpx.WriteError(w, code, msg)
 		return
 	}
 	wantMD5 := false
@@ -320,6 +327,10 @@ func (b *Buffer) conflict(p string) string {
 	}
 	return ""
 }
+
+// retryAfter is the Retry-After of the buffer's 503s, in seconds: a
+// target's outage is usually a restart, and clients back off anyway.
+const retryAfter = "5"
 
 // wrote calls the process's write hook (Options.OnWrite) for p.
 func (b *Buffer) wrote(p string) {

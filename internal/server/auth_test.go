@@ -1,14 +1,20 @@
 package server_test
 
 import (
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lakefed/lakefed/internal/auth/authtest"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server/servertest"
+	"github.com/lakefed/lakefed/internal/storage"
 )
 
 // An auth section guards every listener: the federator's namespace, the
@@ -56,6 +62,58 @@ func TestAuthGuardsEveryListener(t *testing.T) {
 		}
 		if tc.want == http.StatusUnauthorized && resp.Header.Get("Www-Authenticate") == "" {
 			t.Errorf("%s %s: 401 without WWW-Authenticate", tc.method, tc.url)
+		}
+	}
+}
+
+// A token that may only create (storage.create) writes a new file while
+// the endpoints answer, and while one is down gets 503 with Retry-After
+// (an outage, worth retrying), never a 403 (which tells a client not to
+// retry): whether the file exists cannot be told then, so the write is
+// passed on with If-None-Match: * and the answer is the outage's. Both
+// through the federator and under a buffered prefix.
+func TestCreateOnlyTokenDuringOutage(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	// site-b is a storage role of its own, outside the auth rules of
+	// the federator's process (as a remote site is), which the test
+	// takes down by closing its listener.
+	b, err := storage.New(storage.Config{Root: t.TempDir()}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	siteB := httptest.NewServer(b.Handler())
+	defer siteB.Close()
+	fed := servertest.Start(t, servertest.Options{Sites: 2, Configure: func(c *config.Config) {
+		c.Auth = &config.Auth{Issuers: []config.Issuer{{Issuer: is.URL}}}
+		c.Storage = c.Storage[:1]
+		c.Federation.Endpoints[1].URL = siteB.URL + "/"
+		c.Buffer = &config.Buffer{Dir: t.TempDir(), Prefixes: []config.BufferPrefix{{Prefix: "/buf", Targets: []string{"site-b"}}}}
+	}})
+	tok := is.Token(t, "storage.create:/", time.Hour)
+	put := func(p string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPut, fed.URL+p, strings.NewReader("new file"))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After") + " " + string(b)
+	}
+	for _, p := range []string{"/fed/one", "/buf/one"} {
+		if code, msg := put(p); code != http.StatusCreated {
+			t.Fatalf("PUT %s with the endpoints up = %d %q, want 201", p, code, msg)
+		}
+	}
+	siteB.CloseClientConnections()
+	siteB.Listener.Close() // down: connections refused
+	for _, p := range []string{"/fed/two", "/buf/two"} {
+		code, msg := put(p)
+		if code != http.StatusServiceUnavailable || msg[0] == ' ' {
+			t.Errorf("PUT %s with site-b down = %d %q, want 503 with Retry-After", p, code, msg)
 		}
 	}
 }

@@ -141,6 +141,17 @@ func TestXrootDoorTokensAndTLS(t *testing.T) {
 	} else if got, _ := os.ReadFile(filepath.Join(site.Dir, "data", "up", "g")); !bytes.Equal(got, data[:100000]) {
 		t.Errorf("upload stored %d bytes on the site, want 100000", len(got))
 	}
+	// A token that may only create (no read): xrdcp's stat of its
+	// destination is allowed, as is the upload of a new file.
+	createOnly := url.QueryEscape("Bearer " + is.Token(t, "storage.create:/data/only", time.Hour))
+	if out, err := xrd(t, certDir, xrdcp, src, roots+"/data/only/h?authz="+createOnly); err != nil {
+		t.Errorf("xrdcp roots:// upload with a create-only token: %v\n%s", err, grepErr(out))
+	} else if got, _ := os.ReadFile(filepath.Join(site.Dir, "data", "only", "h")); !bytes.Equal(got, data[:100000]) {
+		t.Errorf("create-only upload stored %d bytes on the site, want 100000", len(got))
+	}
+	if out, err := xrd(t, certDir, xrdcp, "-f", src, roots+"/data/only/h?authz="+createOnly); err == nil || !strings.Contains(out, "[30") {
+		t.Errorf("xrdcp -f over an existing file with a create-only token: %v, want a refusal\n%s", err, grepErr(out))
+	}
 	if out, err := xrd(t, certDir, xrdcp, "-f", src, roots+"/data/g?authz="+tok); err == nil || !strings.Contains(out, "[3010]") {
 		t.Errorf("xrdcp upload outside the token's create scope: %v, want [3010]\n%s", err, grepErr(out))
 	}

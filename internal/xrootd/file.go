@@ -236,6 +236,16 @@ func openBody(fh uint32, opts xrdfs.OpenOptions, p string, info endpoint.Info) [
 func (c *conn) openWrite(h *header, p, tok string, opts xrdfs.OpenOptions, statErr error, info endpoint.Info) error {
 	exists := statErr == nil
 	createOnly := false
+	if errors.Is(statErr, endpoint.ErrRefused) && !errors.Is(statErr, endpoint.ErrUnsupported) &&
+		c.authorize(tok, p, ActRead) != nil && c.authorize(tok, p, ActModify) != nil {
+		// A caller who may create but not read (storage.create alone)
+		// is refused a look at the path by the endpoints themselves
+		// when its token is passed on. Its upload goes on as a create:
+		// the endpoint keeps it from replacing a file at the write, as
+		// the door's auth would (the caller's token makes it If-None-
+		// Match: * there).
+		statErr = fmt.Errorf("%s: %w", statErr, endpoint.ErrNotFound)
+	}
 	if statErr == nil || errors.Is(statErr, endpoint.ErrNotFound) {
 		act := ActCreate
 		if exists {
@@ -706,7 +716,10 @@ func (c *conn) stillNew(p, tok string) error {
 }
 
 // writeAllowed checks that tok may store an upload as p: ActModify when
-// p exists, ActCreate when it does not, both when the Stat fails.
+// p exists, ActCreate when it does not. When the Stat fails (an
+// endpoint down) a caller with both goes on, one with neither is
+// refused, and one with just one of them gets the Stat's error: an
+// outage, which the client may retry, never a refusal it would not.
 func (c *conn) writeAllowed(tok, p string) error {
 	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
@@ -717,10 +730,14 @@ func (c *conn) writeAllowed(tok, p string) error {
 	case errors.Is(err, endpoint.ErrNotFound):
 		return c.authorize(tok, p, ActCreate)
 	}
-	if err := c.authorize(tok, p, ActCreate); err != nil {
-		return err
+	errCreate, errModify := c.authorize(tok, p, ActCreate), c.authorize(tok, p, ActModify)
+	switch {
+	case errCreate == nil && errModify == nil:
+		return nil
+	case errCreate != nil && errModify != nil:
+		return errCreate
 	}
-	return c.authorize(tok, p, ActModify)
+	return err
 }
 
 // put stores size bytes of tmp as p for the caller with token tok.
@@ -824,6 +841,9 @@ func (c *conn) rename(h *header, data []byte) error {
 		tok = c.tokenOf(nil)
 	}
 	if err := c.writeAllowed(tok, to); err != nil {
+		if errors.Is(err, endpoint.ErrUnavailable) {
+			return c.sendFailure(h.sid(), "", codeNotAuthorized, err)
+		}
 		return c.refuse(h.sid(), err)
 	}
 	if err := c.put(to, tok, u.tmp, u.size); err != nil {

@@ -80,6 +80,14 @@ func (c *conn) tokenOf(cgi url.Values) string {
 	return c.token
 }
 
+// statActs are the actions of which one lets a caller stat a path: read
+// or list it, and also create or modify it. xrdcp stats its destination
+// before it opens it for writing (and stops at a refusal), so a token
+// that may only create files (storage.create) could otherwise write
+// nothing through the door; what the stat tells is whether the path
+// exists, which the open's own answer would tell that caller anyway.
+var statActs = []string{ActRead, ActList, ActCreate, ActModify}
+
 // authorize asks Options.Authorize whether tok may do one of acts (any
 // one suffices) on p: nil without a hook or when one is granted, else
 // the refusal of the first. A token granted something becomes the
@@ -160,7 +168,7 @@ func (c *conn) stat(h *header, data []byte) error {
 		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
 	}
 	tok := c.tokenOf(cgi)
-	if err := c.authorize(tok, p, ActRead, ActList); err != nil {
+	if err := c.authorize(tok, p, statActs...); err != nil {
 		return c.refuse(h.sid(), err)
 	}
 	ctx, cancel := c.reqCtx(tok)
@@ -185,7 +193,7 @@ func (c *conn) statx(h *header, data []byte) error {
 	for _, l := range lines {
 		p, cgi, err := splitPath([]byte(l))
 		tok := c.tokenOf(cgi)
-		if err != nil || c.authorize(tok, p, ActRead, ActList) != nil {
+		if err != nil || c.authorize(tok, p, statActs...) != nil {
 			out = append(out, statOther)
 			continue
 		}
