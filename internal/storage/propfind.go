@@ -33,6 +33,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/lakefed/lakefed/internal/httpx"
 	"golang.org/x/net/webdav"
 )
 
@@ -77,13 +78,13 @@ func (s *Server) servePropfind(w *respWriter, r *http.Request, p string) {
 		return
 	}
 	sub := newPropfinder(s, r, body)
-	if !sub.run(p) || sub.rec.code != http.StatusMultiStatus {
+	if !sub.run(p) || sub.rec.Code != http.StatusMultiStatus {
 		if serverFault(sub.err) {
 			code, reason := s.fsStatus(r, sub.err)
 			httpError(w, code, reason)
 			return
 		}
-		sub.rec.copyTo(w) // x/net/webdav's own answer (400 bad XML, 404, ...)
+		sub.rec.Flush(w) // x/net/webdav's own answer (400 bad XML, 404, ...)
 		return
 	}
 	if err := s.streamMembers(w, p, sub); err != nil {
@@ -95,7 +96,7 @@ func (s *Server) servePropfind(w *respWriter, r *http.Request, p string) {
 // streamMembers writes the 207 with the collection's own response (in
 // sub.rec), then one response per member, then the closing tag.
 func (s *Server) streamMembers(w *respWriter, p string, sub *propfinder) error {
-	first, ok := sub.rec.fragment()
+	first, ok := fragment(sub.rec)
 	if !ok {
 		return errPropfindAbort
 	}
@@ -139,13 +140,13 @@ func (s *Server) streamMember(w io.Writer, sub *propfinder, p string) error {
 	if !sub.run(p) {
 		return errors.Join(errPropfindAbort, sub.err)
 	}
-	if sub.rec.code != http.StatusMultiStatus {
-		if sub.rec.code >= 500 {
+	if sub.rec.Code != http.StatusMultiStatus {
+		if sub.rec.Code >= 500 {
 			return errors.Join(errPropfindAbort, sub.err)
 		}
 		return nil // gone meanwhile, or not a resource walkFS would list
 	}
-	frag, ok := sub.rec.fragment()
+	frag, ok := fragment(sub.rec)
 	if !ok {
 		return errPropfindAbort
 	}
@@ -161,12 +162,12 @@ type propfinder struct {
 	req  *http.Request // the client's request: context, headers
 	hdr  http.Header   // req's headers with Depth: 0
 	body []byte
-	rec  subRecorder
+	rec  *httpx.Recorder
 	err  error // what x/net/webdav reported for the last sub-request
 }
 
 func newPropfinder(s *Server, r *http.Request, body []byte) *propfinder {
-	pf := &propfinder{req: r, hdr: r.Header.Clone(), body: body, rec: subRecorder{h: http.Header{}}}
+	pf := &propfinder{req: r, hdr: r.Header.Clone(), body: body, rec: httpx.NewRecorder(0, false)}
 	pf.hdr.Set("Depth", "0")
 	pf.h = webdav.Handler{FileSystem: s.dav.FileSystem, LockSystem: s.dav.LockSystem,
 		Logger: func(_ *http.Request, err error) { pf.err = err }}
@@ -177,14 +178,14 @@ func newPropfinder(s *Server, r *http.Request, body []byte) *propfinder {
 // reports false when p failed for a reason that is the server's state
 // (descriptors), which a listing must not silently leave out.
 func (pf *propfinder) run(p string) bool {
-	pf.rec.reset()
+	pf.rec.Reset()
 	pf.err = nil
 	r := pf.req.WithContext(pf.req.Context())
 	r.URL = &url.URL{Path: p}
 	r.Header = pf.hdr
 	r.Body = io.NopCloser(bytes.NewReader(pf.body))
 	r.ContentLength = int64(len(pf.body))
-	pf.h.ServeHTTP(&pf.rec, r)
+	pf.h.ServeHTTP(pf.rec, r)
 	return !serverFault(pf.err)
 }
 
@@ -200,55 +201,13 @@ func serverFault(err error) bool {
 	return transient || errors.Is(err, syscall.EIO)
 }
 
-// subRecorder is the http.ResponseWriter of one sub-request.
-type subRecorder struct {
-	h    http.Header
-	code int
-	buf  bytes.Buffer
-}
-
-func (rr *subRecorder) Header() http.Header { return rr.h }
-
-func (rr *subRecorder) WriteHeader(code int) {
-	if rr.code == 0 {
-		rr.code = code
-	}
-}
-
-func (rr *subRecorder) Write(p []byte) (int, error) {
-	if rr.code == 0 {
-		rr.code = http.StatusOK
-	}
-	return rr.buf.Write(p)
-}
-
-func (rr *subRecorder) reset() {
-	clear(rr.h)
-	rr.code = 0
-	rr.buf.Reset()
-}
-
 // fragment returns the <D:response> elements of a recorded multistatus,
 // without the envelope; ok is false when the envelope is not the one
 // x/net/webdav writes.
-func (rr *subRecorder) fragment() ([]byte, bool) {
-	b := rr.buf.Bytes()
+func fragment(rec *httpx.Recorder) ([]byte, bool) {
+	b := rec.Body.Bytes()
 	if !bytes.HasPrefix(b, []byte(msHead)) || !bytes.HasSuffix(b, []byte(msTail)) {
 		return nil, false
 	}
 	return b[len(msHead) : len(b)-len(msTail)], true
-}
-
-// copyTo relays a recorded answer unchanged.
-func (rr *subRecorder) copyTo(w http.ResponseWriter) {
-	h := w.Header()
-	for k, v := range rr.h {
-		h[k] = v
-	}
-	code := rr.code
-	if code == 0 {
-		code = http.StatusOK
-	}
-	w.WriteHeader(code)
-	w.Write(rr.buf.Bytes())
 }

@@ -376,9 +376,9 @@ func (s *Server) pull(ctx context.Context, put *http.Request, p string, remote *
 	}
 	put = put.WithContext(ctx)
 	put.Body, put.ContentLength = body, resp.ContentLength
-	cw := &captureWriter{h: http.Header{}}
+	cw := httpx.NewRecorder(512, true) // the status and the start of the reason
 	s.servePut(&respWriter{ResponseWriter: cw}, put, p)
-	if cw.code == http.StatusCreated || cw.code == http.StatusNoContent {
+	if cw.Code == http.StatusCreated || cw.Code == http.StatusNoContent {
 		return nil
 	}
 	if err := context.Cause(ctx); err != nil {
@@ -387,7 +387,7 @@ func (s *Server) pull(ctx context.Context, put *http.Request, p string, remote *
 	if body.err != nil {
 		return body.err
 	}
-	return fmt.Errorf("storing: %s", cw.reason())
+	return fmt.Errorf("storing: %s", reasonOf(cw))
 }
 
 // pullBody is the source's body as servePut reads it: it counts progress,
@@ -705,37 +705,11 @@ func remoteErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// captureWriter is the ResponseWriter servePut answers a pull on: its
-// status and the start of its reason.
-type captureWriter struct {
-	h    http.Header
-	code int
-	body []byte
-}
-
-func (c *captureWriter) Header() http.Header { return c.h }
-
-func (c *captureWriter) WriteHeader(code int) {
-	if c.code == 0 {
-		c.code = code
-	}
-}
-
-func (c *captureWriter) Write(p []byte) (int, error) {
-	if c.code == 0 {
-		c.code = http.StatusOK
-	}
-	if room := 512 - len(c.body); room > 0 {
-		c.body = append(c.body, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-// reason is the one-line reason servePut gave.
-func (c *captureWriter) reason() string {
-	line, _, _ := strings.Cut(strings.TrimSpace(string(c.body)), "\n")
+// reasonOf is the status and the one-line reason servePut recorded.
+func reasonOf(c *httpx.Recorder) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(c.Body.String()), "\n")
 	if line == "" {
-		line = http.StatusText(c.code)
+		line = http.StatusText(c.Code)
 	}
-	return strconv.Itoa(c.code) + " " + line
+	return strconv.Itoa(c.Code) + " " + line
 }
