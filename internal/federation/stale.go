@@ -7,12 +7,16 @@ import (
 )
 
 // staleSet remembers replicas a write through the federator made stale
-// but could not delete (their endpoint was down or is read-only in the
-// federation): the version each held then. A look-up drops such a
-// replica while it still holds that version, so a client reads what it
-// wrote; once the replica changes (repaired, rewritten, deleted) it is
-// forgotten. It is kept in memory only: after a restart the replicas
-// may disagree again, and /api/disagreements shows them.
+// but could not delete (their endpoint failed between the look-up and
+// the delete): the version each held then. Such a write answers 503, so
+// no client was told it succeeded; until the client writes again, a
+// look-up drops the replica while it still holds that version, so no
+// reader of this process is served the old bytes beside the new. Once
+// the replica changes (repaired, rewritten, deleted) it is forgotten.
+// The marks live in memory only, which is why the write is not
+// acknowledged: after a restart the replicas may disagree, and
+// /api/disagreements shows them. (A write is refused before it starts
+// when a replica's endpoint cannot be asked, or is read-only.)
 type staleSet struct {
 	mu sync.Mutex // guards m
 	m  map[staleKey]endpoint.Info
