@@ -29,6 +29,11 @@ const cacheShards = 64
 type cacheShard struct {
 	mu sync.RWMutex // guards m, the list and cacheNode.e (read under RLock by get)
 	m  map[string]*cacheNode
+	// gen counts the invalidations of the shard's keys. A look-up reads
+	// it before it asks the endpoints and stores its answer only if no
+	// invalidation came in between (putIf): an answer older than a write
+	// must not be cached after the write dropped the path.
+	gen atomic.Uint64
 	// head is the most recently used node; the list is circular through
 	// a sentinel so that unlinking needs no nil checks.
 	root cacheNode
@@ -85,6 +90,10 @@ func (c *mdCache) put(key string, e *entry, now int64) {
 	s := c.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c.putLocked(s, key, e, now)
+}
+
+func (c *mdCache) putLocked(s *cacheShard, key string, e *entry, now int64) {
 	if n := s.m[key]; n != nil {
 		if n.e.pending && e.negative && now < n.e.expires {
 			return
@@ -101,6 +110,20 @@ func (c *mdCache) put(key string, e *entry, now int64) {
 	n := &cacheNode{key: key, e: e}
 	s.m[key] = n
 	s.pushFrontLocked(n)
+}
+
+// gen returns the invalidation count of key's shard, for putIf.
+func (c *mdCache) gen(key string) uint64 { return c.shard(key).gen.Load() }
+
+// putIf is put, unless key's shard saw an invalidation since gen was
+// read: then the answer may predate a write, and is not kept.
+func (c *mdCache) putIf(key string, e *entry, now int64, gen uint64) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen.Load() == gen {
+		c.putLocked(s, key, e, now)
+	}
 }
 
 // replace stores e under key only if key still holds old: a look-up
@@ -120,17 +143,18 @@ func (c *mdCache) replace(key string, old, e *entry) {
 // cached.
 func (c *mdCache) invalidate(key string, hold time.Duration) {
 	now := time.Now().UnixNano()
-	if hold > 0 {
-		c.put(key, &entry{pending: true, expires: now + int64(hold)}, now)
-		return
-	}
 	s := c.shard(key)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen.Add(1)
+	if hold > 0 {
+		c.putLocked(s, key, &entry{pending: true, expires: now + int64(hold)}, now)
+		return
+	}
 	if n := s.m[key]; n != nil {
 		s.unlinkLocked(n)
 		delete(s.m, key)
 	}
-	s.mu.Unlock()
 }
 
 // len returns the number of entries (for tests and the API).

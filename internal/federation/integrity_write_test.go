@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
@@ -248,4 +249,25 @@ func TestRealPutThroughFederator(t *testing.T) {
 		t.Errorf("%d replicas after the PUT, want 1 (the other retired)", left)
 	}
 
+}
+
+// A look-up that started before a write and ends after it must not put
+// its answer, older than the write, in the metadata cache: the write's
+// invalidation came first and would be undone (a reader would be sent
+// to the old version until the entry expires).
+func TestLookupOlderThanWriteNotCached(t *testing.T) {
+	c := newCache(100)
+	now := time.Now().UnixNano()
+	old := &entry{status: 200, expires: now + int64(time.Hour)}
+	gen := c.gen("/f")    // the look-up starts
+	c.invalidate("/f", 0) // a write lands and drops the path
+	c.putIf("/f", old, now, gen)
+	if got := c.get("/f", now); got != nil {
+		t.Fatalf("an answer from before the write was cached after it")
+	}
+	gen = c.gen("/f")
+	c.putIf("/f", old, now, gen)
+	if got := c.get("/f", now); got != old {
+		t.Fatalf("an answer with no write in between was not cached")
+	}
 }

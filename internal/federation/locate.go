@@ -125,9 +125,10 @@ func (f *Federator) lookup(ctx context.Context, s *snapshot, p string, hops int)
 		if e := s.cache.get(p, time.Now().UnixNano()); e != nil && f.fresh(e) && (hops == 0 || !e.viaUpstream) {
 			return e, nil
 		}
+		gen := s.cache.gen(p)
 		e := f.locate(ctx, s, p, hops, true)
 		if hops < s.cfg.MaxHops && e.expires > 0 {
-			s.cache.put(p, e, time.Now().UnixNano())
+			s.cache.putIf(p, e, time.Now().UnixNano(), gen)
 		}
 		return e, nil
 	})
