@@ -11,6 +11,7 @@ apt_pkgs=(
   gfal2 python3-gfal2 python3-gfal2-util gfal2-util-scripts python-is-python3
   gfal2-plugin-http gfal2-plugin-file gfal2-plugin-xrootd
   wrk apache2-utils chromium chromium-driver attr openssl
+  redis-server
 )
 missing=()
 for p in "${apt_pkgs[@]}"; do

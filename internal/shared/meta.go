@@ -1,0 +1,86 @@
+package shared
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// versionTTL is how long a path's version outlives its last write. A
+// look-up holds a version only while it asks the endpoints (bounded by
+// their timeouts, seconds), so a version forgotten after ten minutes
+// cannot let an old answer through; without a TTL, every path ever
+// written would keep a key.
+const versionTTL = 10 * time.Minute
+
+// Meta is a second-level metadata entry as LoadMeta found it.
+type Meta struct {
+	// Value is the entry as the role encoded it; nil when there is none.
+	Value []byte
+	// Version is the path's write count when it was read, for StoreMeta.
+	Version string
+}
+
+// LoadMeta returns p's second-level entry (Value nil when there is none)
+// and the path's version, which a look-up that goes on to ask the
+// endpoints hands to StoreMeta.
+func (c *Client) LoadMeta(ctx context.Context, p string) (Meta, error) {
+	if c.degraded.Load() {
+		return Meta{}, ErrDegraded
+	}
+	pipe := c.rdb.Pipeline()
+	val := pipe.Get(ctx, Key("md", p))
+	ver := pipe.Get(ctx, Key("ver", p))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Meta{}, c.unreachable(err)
+	}
+	m := Meta{Version: "0"}
+	if b, err := val.Bytes(); err == nil {
+		m.Value = b
+	}
+	if v, err := ver.Result(); err == nil {
+		m.Version = v
+	}
+	return m, nil
+}
+
+// storeIf stores an entry only while the path's version is the one the
+// look-up started with.
+var storeIf = redis.NewScript(`
+local v = redis.call('GET', KEYS[2]) or '0'
+if v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+`)
+
+// StoreMeta stores value as p's second-level entry for ttl, unless p was
+// written since its version was read (LoadMeta): such an answer may
+// predate the write. It reports whether the entry was stored.
+func (c *Client) StoreMeta(ctx context.Context, p string, version string, value []byte, ttl time.Duration) (bool, error) {
+	if c.degraded.Load() {
+		return false, ErrDegraded
+	}
+	n, err := storeIf.Run(ctx, c.rdb, []string{Key("md", p), Key("ver", p)}, version, value, max(1, ttl.Milliseconds())).Int64()
+	if err != nil {
+		return false, c.unreachable(err)
+	}
+	return n == 1, nil
+}
+
+// TryLease takes the lease name for ttl if nobody holds it, and reports
+// whether it did: one process of many does the work (asks the endpoints
+// for a path, probes an endpoint this interval). A lease is never
+// released early: it only ends, so a holder that stalls cannot have its
+// work done twice at once.
+func (c *Client) TryLease(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	if c.degraded.Load() {
+		return false, ErrDegraded
+	}
+	ok, err := c.rdb.SetNX(ctx, Key("lease", name), c.node, ttl).Result()
+	if err != nil {
+		return false, c.unreachable(err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,177 @@
+package shared
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
+)
+
+// member is a Client with a memory the test can look at: the paths it
+// dropped and how often it flushed.
+type member struct {
+	*Client
+	mu      sync.Mutex
+	dropped []string
+	flushes atomic.Int64
+	block   chan struct{} // when set, OnInvalidate waits on it (a stalled process)
+}
+
+func (m *member) droppedAny(p string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Contains(m.dropped, p)
+}
+
+func startMember(t *testing.T, url, name string, lease time.Duration) *member {
+	t.Helper()
+	m := &member{}
+	c, err := New(context.Background(), Options{URL: url, Node: name, Lease: lease, AckTimeout: 200 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnInvalidate: func(paths []string) {
+			if m.block != nil {
+				<-m.block
+			}
+			m.mu.Lock()
+			m.dropped = append(m.dropped, paths...)
+			m.mu.Unlock()
+		},
+		OnFlush: func() { m.flushes.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Client = c
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); c.Close(); <-done })
+	waitUntil(t, 5*time.Second, name+" joined", func() bool { return c.Trusted() && !c.Degraded() })
+	return m
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+}
+
+// An invalidation returns only once every live member dropped the path.
+func TestInvalidateReachesEveryMember(t *testing.T) {
+	r := testenv.StartRedis(t)
+	a := startMember(t, r.URL, "a", 3*time.Second)
+	b := startMember(t, r.URL, "b", 3*time.Second)
+	c := startMember(t, r.URL, "c", 3*time.Second)
+	for i := range 50 {
+		p := "/f" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
+		if err := a.Invalidate(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		if !b.droppedAny(p) || !c.droppedAny(p) {
+			t.Fatalf("Invalidate(%q) returned before every member dropped it (b %v, c %v)", p, b.droppedAny(p), c.droppedAny(p))
+		}
+		if a.droppedAny(p) {
+			t.Fatalf("the writer was sent its own invalidation")
+		}
+	}
+}
+
+// A member that does not acknowledge (stalled) is expelled, and the
+// writer waits out its lease: when Invalidate returns, the stalled
+// member no longer trusts what it remembers, and it flushes before it
+// serves again.
+func TestStalledMemberExpelled(t *testing.T) {
+	r := testenv.StartRedis(t)
+	lease := time.Second
+	a := startMember(t, r.URL, "a", lease)
+	b := startMember(t, r.URL, "b", lease)
+	b.block = make(chan struct{})
+	start := time.Now()
+	if err := a.Invalidate(context.Background(), "/f"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if b.Trusted() {
+		t.Fatalf("the stalled member still trusts its memory after the writer was answered (%v)", took)
+	}
+	if took < lease/2 {
+		t.Errorf("Invalidate returned after %v, before the stalled member's lease (%v) could have run out", took, lease)
+	}
+	close(b.block)
+	waitUntil(t, 5*time.Second, "b flushed and joined again", func() bool { return b.flushes.Load() > 0 && b.Trusted() })
+}
+
+// Redis killed: Invalidate says ErrDegraded (a write must not be
+// acknowledged as seen everywhere), and members trust their own memory.
+// Redis back: every member flushes what it learned while apart, then
+// shares again.
+func TestDegradedThenFlushed(t *testing.T) {
+	r := testenv.StartRedis(t)
+	a := startMember(t, r.URL, "a", 600*time.Millisecond)
+	b := startMember(t, r.URL, "b", 600*time.Millisecond)
+	r.Kill()
+	waitUntil(t, 5*time.Second, "degraded", func() bool { return a.Degraded() && b.Degraded() })
+	if err := a.Invalidate(context.Background(), "/f"); !errors.Is(err, ErrDegraded) {
+		t.Fatalf("Invalidate with Redis down = %v, want ErrDegraded", err)
+	}
+	if !b.Trusted() {
+		t.Errorf("a degraded member does not serve from its own memory")
+	}
+	before := b.flushes.Load()
+	r.Restart(t)
+	waitUntil(t, 10*time.Second, "sharing again", func() bool { return !a.Degraded() && !b.Degraded() && a.Trusted() && b.Trusted() })
+	if b.flushes.Load() == before {
+		t.Errorf("b did not flush what it learned while Redis was away")
+	}
+	if err := a.Invalidate(context.Background(), "/g"); err != nil || !b.droppedAny("/g") {
+		t.Fatalf("after the restart: Invalidate = %v, b dropped it %v", err, b.droppedAny("/g"))
+	}
+}
+
+// A look-up that read a path's version before a write cannot store its
+// (older) answer after the write.
+func TestStoreMetaRefusedAfterWrite(t *testing.T) {
+	r := testenv.StartRedis(t)
+	a := startMember(t, r.URL, "a", 3*time.Second)
+	ctx := context.Background()
+	m, err := a.LoadMeta(ctx, "/f")
+	if err != nil || m.Value != nil {
+		t.Fatalf("LoadMeta of a new path = %+v, %v", m, err)
+	}
+	if err := a.Invalidate(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.StoreMeta(ctx, "/f", m.Version, []byte("old"), time.Minute); ok || err != nil {
+		t.Fatalf("StoreMeta with a version from before a write = %v, %v; want refused", ok, err)
+	}
+	m, _ = a.LoadMeta(ctx, "/f")
+	if ok, err := a.StoreMeta(ctx, "/f", m.Version, []byte("new"), time.Minute); !ok || err != nil {
+		t.Fatalf("StoreMeta with the current version = %v, %v", ok, err)
+	}
+	if m, _ = a.LoadMeta(ctx, "/f"); string(m.Value) != "new" {
+		t.Fatalf("LoadMeta = %q, want the stored entry", m.Value)
+	}
+	if err := a.Invalidate(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ = a.LoadMeta(ctx, "/f"); m.Value != nil {
+		t.Fatalf("LoadMeta after a write = %q, want none", m.Value)
+	}
+	got, err := a.TryLease(ctx, "lookup:/f", time.Second)
+	again, _ := a.TryLease(ctx, "lookup:/f", time.Second)
+	if !got || again || err != nil {
+		t.Fatalf("TryLease twice = %v, %v (%v); want one holder", got, again, err)
+	}
+}

@@ -1,0 +1,58 @@
+package testenv
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// Redis is a redis-server a test started on 127.0.0.1, without
+// persistence, in a directory of its own.
+type Redis struct {
+	*Server
+	// Addr is "127.0.0.1:PORT"; URL is "redis://127.0.0.1:PORT/0".
+	Addr, URL string
+	dir       string
+	args      []string
+}
+
+// StartRedis starts redis-server (Debian's redis-server, Redis 7) on a
+// free loopback port, stopped when the test ends. A missing binary skips
+// the test, or fails it under LAKEFED_REQUIRE_INTEROP=1.
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	bin := Require(t, "redis-server")
+	dir := t.TempDir()
+	var last error
+	for range 3 {
+		port := FreePort(t)
+		r := &Redis{Server: &Server{Dir: dir, Port: port}, dir: dir,
+			Addr: "127.0.0.1:" + strconv.Itoa(port), URL: "redis://127.0.0.1:" + strconv.Itoa(port) + "/0"}
+		r.args = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--save", "", "--appendonly", "no", "--protected-mode", "yes"}
+		if last = tryStart(t, r.Server, filepath.Join(dir, "redis.log"), []int{port}, r.args[0], r.args[1:]...); last == nil {
+			return r
+		}
+	}
+	t.Fatalf("redis-server: %v", last)
+	return nil
+}
+
+// Restart starts redis-server again on the same port after Kill or Stop
+// (empty: nothing was persisted).
+func (r *Redis) Restart(t testing.TB) {
+	t.Helper()
+	if err := tryStart(t, r.Server, filepath.Join(r.dir, "redis.log"), []int{r.Port}, r.args[0], r.args[1:]...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Signal sends sig to redis-server (SIGSTOP, SIGCONT).
+func (r *Redis) Signal(sig syscall.Signal) error {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return fmt.Errorf("redis-server is not running")
+	}
+	return r.cmd.Process.Signal(sig)
+}
