@@ -106,11 +106,12 @@ func tempEntries(t *testing.T, dir string) map[string]string {
 }
 
 // TestJanitorSparesCopyAside: a janitor pass that runs while a COPY holds
-// the old destination aside leaves it there, though it looks like a
-// crash's leftover (a temp name, an mtime older than the stale age), and
-// though the pass read the open-file table before the COPY began. The
-// COPY then gets the old destination back when its rename fails (here a
-// file that a local process put at the destination).
+// the old destination aside leaves it there, and the copy about to be
+// renamed in too, though both look like a crash's leftovers (a temp name,
+// an mtime older than the stale age), and though the pass read the
+// open-file table before the COPY began. The COPY then gets the old
+// destination back when its rename fails (here on a file that a local
+// process put at the destination).
 func TestJanitorSparesCopyAside(t *testing.T) {
 	p := newParked()
 	var armed atomic.Bool
@@ -134,20 +135,23 @@ func TestJanitorSparesCopyAside(t *testing.T) {
 	decoy := writeAged(t, ts.root, keptsum.Dir+"/"+uploadPrefix+"decoy", 2*time.Hour)
 
 	armed.Store(true)
-	if _, err := ts.s.sweepOnce(context.Background(), time.Now(), time.Hour, time.Time{}); err != nil {
+	// A pass as if two hours later: by age alone the copy's own temp
+	// directory would be stale too.
+	if _, err := ts.s.sweepOnce(context.Background(), time.Now().Add(2*time.Hour), time.Hour, time.Time{}); err != nil {
 		t.Fatalf("sweep: %v", err)
 	}
 	if _, err := os.Lstat(decoy); !os.IsNotExist(err) {
 		t.Errorf("the decoy %s is still there (%v): the pass did not sweep", decoy, err)
 	}
-	aside := ""
-	for name, held := range tempEntries(t, ts.root) {
-		if held == "the old destination" {
-			aside = name
-		}
+	held := map[string]bool{}
+	for _, what := range tempEntries(t, ts.root) {
+		held[what] = true
 	}
-	if aside == "" {
+	if !held["the old destination"] {
 		t.Errorf("after a janitor pass during the COPY, the destination moved aside is gone (temp entries: %v)", tempEntries(t, ts.root))
+	}
+	if !held["dir"] {
+		t.Errorf("after a janitor pass during the COPY, the copy being renamed in is gone (temp entries: %v)", tempEntries(t, ts.root))
 	}
 
 	if err := os.WriteFile(filepath.Join(ts.root, "dst"), []byte("in the way"), 0o644); err != nil {
