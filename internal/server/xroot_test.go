@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server/servertest"
@@ -44,5 +45,33 @@ func TestXrootDoorServesFederation(t *testing.T) {
 	b, err = exec.Command(xrdfs, strings.TrimPrefix(door, "root://"), "stat", "/d/missing").CombinedOutput()
 	if err == nil || !strings.Contains(string(b), "3011") {
 		t.Errorf("xrdfs stat of a missing file = %v\n%s; want kXR_NotFound (3011)", err, b)
+	}
+}
+
+// TestXrootDoorOutageBound: xroot_outage_wait bounds what a root:// door
+// makes a client wait when the federation cannot answer (its only site is
+// down): xrdfs gets kXR_ServerError, never kXR_NotFound, within the bound
+// and a little more.
+func TestXrootDoorOutageBound(t *testing.T) {
+	xrdfs := testenv.Require(t, "xrdfs")
+	const bound, slack = 2 * time.Second, 3 * time.Second
+	fed := servertest.Start(t, servertest.Options{Configure: func(c *config.Config) {
+		c.ListenXroot = "127.0.0.1:0"
+		c.XrootOutageWait = config.Duration(bound)
+	}})
+	if err := fed.Sites[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	door := strings.TrimPrefix(fed.Server.XrootURL(), "root://")
+	start := time.Now()
+	cmd := exec.Command(xrdfs, door, "stat", "/d/f")
+	cmd.Env = append(os.Environ(), "XRD_CONNECTIONRETRY=1", "XRD_REQUESTTIMEOUT=30")
+	b, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err == nil || strings.Contains(string(b), "3011") || !strings.Contains(string(b), "3012") {
+		t.Errorf("xrdfs stat with the only site down = %v\n%s; want kXR_ServerError (3012), never kXR_NotFound (3011)", err, b)
+	}
+	if took > bound+slack {
+		t.Errorf("xrdfs stat with the only site down took %v, want at most %v (xroot_outage_wait %v)", took.Round(time.Millisecond), bound+slack, bound)
 	}
 }
