@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
@@ -59,6 +60,11 @@ type Options struct {
 	// config (serve re-reads its file); the federator then applies it with
 	// Reload. Nil: /api/reload answers 501.
 	Reload func(ctx context.Context) (*config.Federation, error)
+	// MayList reports whether the caller of r may list the path p (the
+	// auth rules' list permission). /api/disagreements shows only the
+	// paths it allows, since the operator's pages pass the auth rules
+	// unguarded. Nil: every path is shown.
+	MayList func(r *http.Request, p string) bool
 }
 
 // Federator is the federator. Its methods and handler may be used
