@@ -47,6 +47,14 @@ func (o *tempOwners) own(name string) (disown func()) {
 	return func() { o.disown(name) }
 }
 
+// owned reports whether an operation owns name now: a hint, as it may
+// be given up at once; claim is the check to act on.
+func (o *tempOwners) owned(name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.live[name]
+}
+
 // claim owns name for the janitor unless an operation owns it already:
 // ok is false then, else disown gives it up after the removal.
 func (o *tempOwners) claim(name string) (disown func(), ok bool) {

@@ -361,7 +361,9 @@ func (s *Server) sweepDir(sw *sweep, fd int, dir string, depth int) error {
 				return errJanitorBudget
 			}
 			name := e.Name()
-			if e.IsDir() && strings.HasPrefix(name, uploadPrefix) {
+			if e.IsDir() && strings.HasPrefix(name, uploadPrefix) && !s.temps.owned(name) {
+				// (owned spares walking a tree in use twice; removeTemp's
+				// claim decides.)
 				stale, err := sw.staleTree(fd, name, depth+1)
 				if err != nil {
 					return err
