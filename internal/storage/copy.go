@@ -371,7 +371,16 @@ func (s *Server) install(fromDir int, from string, fromIsDir bool, cm *copyMove)
 	}
 	if err := renameNoReplace(fromDir, from, toDir, to); err != nil {
 		if rerr := renameAt(toDir, aside, toDir, to); rerr != nil {
-			s.log.Error("could not put back the destination", "path", cm.dst, "err", rerr)
+			// Something took the name meanwhile (a PUT of a member
+			// makes the collection again). The old destination must not
+			// stay under a temp name, which the janitor sweeps once this
+			// COPY gives it up: it is kept under a name no pass removes,
+			// for the operator to restore.
+			kept := keptPrefix + strings.TrimPrefix(aside, uploadPrefix)
+			if kerr := renameNoReplace(toDir, aside, toDir, kept); kerr != nil {
+				kept = aside
+			}
+			s.log.Error("could not put back the destination; its old content is kept beside it", "path", cm.dst, "kept_as", kept, "err", rerr)
 		}
 		return err
 	}

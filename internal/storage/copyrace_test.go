@@ -243,3 +243,41 @@ func TestPutRacingCopyDestination(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyPutBackFailureKeepsDestination: a PUT of a member of a
+// collection that a COPY has moved aside makes the collection again (its
+// parent is created), so the COPY can neither rename its copy in nor put
+// the old collection back. The COPY fails and the PUT's file stays; the
+// old collection is kept under a name the janitor never sweeps, not left
+// under a temp name that a later pass removes.
+func TestCopyPutBackFailureKeepsDestination(t *testing.T) {
+	p := newParked()
+	ts := startHooked(t, Config{}, &testHooks{aside: p.hook})
+	ts.write(t, "src/member", "the copy", time.Time{})
+	ts.write(t, "dst/old", "the old collection's file", time.Time{})
+	copied := send(t, "COPY", ts.url+"/src", "", "Destination", ts.url+"/dst", "Overwrite", "T")
+	p.wait(t, copied)
+	if code := answer(t, "PUT", send(t, "PUT", ts.url+"/dst/new", "a member")); code != http.StatusCreated {
+		t.Fatalf("PUT /dst/new during the COPY = %d, want 201", code)
+	}
+	close(p.release)
+	if code := answer(t, "COPY", copied); code/100 == 2 {
+		t.Errorf("COPY whose destination was made again = %d, want a failure", code)
+	}
+	if b, err := os.ReadFile(filepath.Join(ts.root, "dst", "new")); err != nil || string(b) != "a member" {
+		t.Errorf("/dst/new = %q, %v; want the PUT's member", b, err)
+	}
+	if _, err := ts.s.sweepOnce(context.Background(), time.Now().Add(2*time.Hour), time.Hour, time.Time{}); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	kept, _ := filepath.Glob(filepath.Join(ts.root, keptPrefix+"*", "old"))
+	if len(kept) != 1 {
+		t.Fatalf("after a janitor pass, the old collection is kept %d times (%q), want once", len(kept), kept)
+	}
+	if b, err := os.ReadFile(kept[0]); err != nil || string(b) != "the old collection's file" {
+		t.Errorf("%s = %q, %v; want the old collection's file", kept[0], b, err)
+	}
+	if temps := tempEntries(t, ts.root); len(temps) != 0 {
+		t.Errorf("temp entries left: %v", temps)
+	}
+}

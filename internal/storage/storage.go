@@ -129,6 +129,7 @@ const (
 	shutdownTimeout   = 10 * time.Second
 	reservedPrefix    = httpx.ReservedPrefix // names the server keeps for itself
 	uploadPrefix      = reservedPrefix + "upload-"
+	keptPrefix        = reservedPrefix + "kept-" // a replaced destination a failed COPY could not put back (copy.go); never swept
 )
 
 // Server serves one directory over HTTP/WebDAV. Its methods are safe for
