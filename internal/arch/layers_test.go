@@ -39,6 +39,7 @@ var layers = []struct {
 	{"internal/buffer", 5}, // a role beside the federator: its targets are endpoints
 	{"internal/xrootd", 5}, // the root:// door: serves a namespace given as an interface
 	{"internal/auth", 1},   // TLS trust, tokens, identities, path rules: a leaf every role may use
+	{"internal/shared", 1}, // the Redis client of the shared state: a leaf the roles are given
 	{"internal/sitetest", 6},
 	{"internal/web", 7},
 	{"internal/server", 8},
@@ -67,6 +68,7 @@ var only = map[string][]string{
 	"internal/buffer": {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/auth"},
 	"internal/xrootd": {"internal/endpoint", "internal/httpx", "internal/auth"},
 	"internal/auth":   {"internal/httpx"},
+	"internal/shared": {},
 }
 
 // never lists imports forbidden whatever the ranks say.

@@ -80,24 +80,10 @@ func (a *Authorizer) Middleware(next http.Handler, exists ExistsFunc) http.Handl
 
 func (a *Authorizer) serve(w http.ResponseWriter, r *http.Request, next http.Handler, exists ExistsFunc) {
 	ctx := r.Context()
-	tok, offered, query, err := bearer(r)
-	var id *Identity // shared with the token cache: never written
-	switch {
-	case err != nil:
-		a.refuse(w, r, &Identity{}, "", r.URL.Path, reasonInvalidToken, err.Error())
+	id, query, reason, err := a.identify(r)
+	if err != nil {
+		a.refuse(w, r, &Identity{}, "", r.URL.Path, reason, err.Error())
 		return
-	case offered:
-		if id, err = a.verifyToken(ctx, tok); err != nil {
-			a.refuse(w, r, &Identity{}, "", r.URL.Path, reasonInvalidToken, strings.TrimPrefix(err.Error(), "auth: "))
-			return
-		}
-	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.trust != nil:
-		if id, err = a.certIdentity(r.TLS.PeerCertificates); err != nil {
-			a.refuse(w, r, &Identity{}, "", r.URL.Path, reasonInvalidCert, strings.TrimPrefix(err.Error(), "auth: "))
-			return
-		}
-	default:
-		id = &Identity{}
 	}
 	if r.Method == http.MethodOptions {
 		// Always allowed, "OPTIONS *" (RFC 9110 §9.3.7) included.
@@ -160,6 +146,53 @@ const (
 	// condModifyOnly: "If-Match: *" (RFC 9110 §13.1.1).
 	condModifyOnly
 )
+
+// identify finds who r comes from: its bearer token, else its client
+// certificate when CAs are trusted, else anonymous. It returns the
+// identity (shared with the caches: never written) and the raw query
+// without authz; or the refusal reason of the credential that failed and
+// an error fit for the client.
+func (a *Authorizer) identify(r *http.Request) (id *Identity, query, reason string, err error) {
+	tok, offered, query, err := bearer(r)
+	switch {
+	case err != nil:
+		return nil, query, reasonInvalidToken, err
+	case offered:
+		if id, err = a.verifyToken(r.Context(), tok); err != nil {
+			return nil, query, reasonInvalidToken, errors.New(strings.TrimPrefix(err.Error(), "auth: "))
+		}
+		return id, query, "", nil
+	case r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.trust != nil:
+		if id, err = a.certIdentity(r.TLS.PeerCertificates); err != nil {
+			return nil, query, reasonInvalidCert, errors.New(strings.TrimPrefix(err.Error(), "auth: "))
+		}
+		return id, query, "", nil
+	}
+	return &Identity{}, query, "", nil
+}
+
+// WithCaller returns r with its caller's identity in its context
+// (IdentityFrom), found as Middleware finds it, for a page the rules do
+// not guard but whose answer depends on who asks (MayList). It refuses
+// nobody: a caller whose credentials fail is anonymous there.
+func (a *Authorizer) WithCaller(r *http.Request) *http.Request {
+	id, _, _, err := a.identify(r)
+	if err != nil {
+		id = &Identity{}
+	}
+	return r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+}
+
+// MayList reports whether the caller of r (the identity in its context,
+// from Middleware or WithCaller; anonymous without one) may list the path
+// p under the rules: the permission PROPFIND needs. The operator's pages
+// that show paths of the namespace (files cached, uploads failing,
+// replicas disagreeing) show only those, until they get rules of their
+// own. It does not log or count.
+func (a *Authorizer) MayList(r *http.Request, p string) bool {
+	id, _ := IdentityFrom(r.Context())
+	return a.Allow(r.Context(), id, List, p) == nil
+}
 
 // passOn is the request next gets: id in its context, the query without
 // authz, and "If-None-Match: *" when the caller may only create

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -111,6 +112,11 @@ type Options struct {
 	// would otherwise hide the migrated replicas; cached blocks would be
 	// of the old version). It must not block.
 	OnWrite func(path string)
+	// MayList reports whether the caller of r may list the path p (the
+	// auth rules' list permission). GET /api/buffer lists only the
+	// failures of the files it allows, since the operator's pages pass
+	// the auth rules unguarded. Nil: every failure is listed.
+	MayList func(r *http.Request, p string) bool
 }
 
 // Buffer is a running write buffer. Its methods and handlers may be used

@@ -164,7 +164,11 @@ func (b *Buffer) sample(now time.Time) {
 }
 
 // Status returns the buffer's state now.
-func (b *Buffer) Status() Status {
+func (b *Buffer) Status() Status { return b.status(nil) }
+
+// status is Status, with only the failures of the paths listed allows
+// (nil: all of them).
+func (b *Buffer) status(listed func(p string) bool) Status {
 	now := time.Now()
 	var st Status
 	b.mu.Lock()
@@ -180,7 +184,7 @@ func (b *Buffer) Status() Status {
 		if oldest.IsZero() || e.mtime.Before(oldest) {
 			oldest = e.mtime
 		}
-		if e.lastErr != "" {
+		if e.lastErr != "" && (listed == nil || listed(e.path)) {
 			st.Failures = append(st.Failures, Failure{Path: e.path, Target: e.failTarget, Reason: e.failReason,
 				Error: e.lastErr, Attempts: e.attempts, At: e.failedAt, NextTry: e.nextTry})
 		}
@@ -240,7 +244,8 @@ func (b *Buffer) History() []Sample {
 
 // StatusHandler serves GET /api/buffer: the Status as JSON, with the
 // history of pending bytes ("history": samples, oldest first) for the
-// dashboard's plot.
+// dashboard's plot. Failures are only those of paths Options.MayList lets
+// the caller list.
 func (b *Buffer) StatusHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -248,10 +253,14 @@ func (b *Buffer) StatusHandler() http.Handler {
 			httpx.WriteError(w, http.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
+		var listed func(p string) bool
+		if b.opts.MayList != nil {
+			listed = func(p string) bool { return b.opts.MayList(r, p) }
+		}
 		body, err := json.Marshal(struct {
 			Status
 			History []Sample `json:"history"`
-		}{b.Status(), b.History()})
+		}{b.status(listed), b.History()})
 		if err != nil {
 			httpx.WriteError(w, http.StatusInternalServerError, "internal error")
 			return

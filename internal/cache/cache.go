@@ -138,6 +138,11 @@ type Options struct {
 	// Client is used to read from the other nodes of the group. Nil: a
 	// client of its own.
 	Client *http.Client
+	// MayList reports whether the caller of r may list the path p (the
+	// auth rules' list permission). /api/cache/files shows only the files
+	// it allows, since the operator's pages pass the auth rules
+	// unguarded. Nil: every file is shown.
+	MayList func(r *http.Request, p string) bool
 }
 
 // Cache is a running cache. Its methods are safe for concurrent use.
@@ -148,6 +153,8 @@ type Cache struct {
 	m      *metrics
 	ram    *ramCache
 	group  *group // nil without a group
+
+	mayList func(r *http.Request, p string) bool // Options.MayList
 
 	ctx    context.Context // the cache's life: fills and checks run in it
 	cancel context.CancelFunc
@@ -198,7 +205,7 @@ func New(ctx context.Context, cfg Config, origin endpoint.Endpoint, opts Options
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Cache{
-		cfg: cfg, origin: origin, log: opts.Log, m: newMetrics(),
+		cfg: cfg, origin: origin, log: opts.Log, mayList: opts.MayList, m: newMetrics(),
 		ctx: cctx, cancel: cancel,
 		fills:  make(chan struct{}, cfg.MaxFills),
 		purgec: make(chan struct{}, 1),

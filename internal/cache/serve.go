@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,16 +48,10 @@ func (c *Cache) APIHandler() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /api/cache/files", func(w http.ResponseWriter, r *http.Request) {
-		files := c.Files()
-		if p := r.URL.Query().Get("path"); p != "" {
-			var one []FilePattern
-			for _, f := range files {
-				if f.Path == p {
-					one = append(one, f)
-				}
-			}
-			files = one
-		}
+		one := r.URL.Query().Get("path")
+		files := slices.DeleteFunc(c.Files(), func(f FilePattern) bool {
+			return one != "" && f.Path != one || c.mayList != nil && !c.mayList(r, f.Path)
+		})
 		writeJSON(w, files)
 	})
 	mux.HandleFunc("GET /api/cache", func(w http.ResponseWriter, _ *http.Request) {

@@ -25,6 +25,13 @@ type Config struct {
 	// federation's namespace (XRootD clients: xrdcp, xrdfs, CMSSW, uproot
 	// with fsspec-xrootd), e.g. 127.0.0.1:1094. Empty: no door.
 	ListenXroot string `yaml:"listen_xroot"`
+	// XrootOutageWait bounds how long a root:// door (listen_xroot and
+	// cache.listen_xroot) keeps a client waiting, with kXR_wait, on one
+	// request while the endpoints cannot answer, before it answers
+	// kXR_ServerError (never kXR_NotFound), e.g. "5s". Zero means 5 s;
+	// under a second means no wait, kXR_ServerError at once; negative is
+	// an error.
+	XrootOutageWait Duration `yaml:"xroot_outage_wait"`
 	// Storage lists storage servers to run in this process, each serving
 	// a directory on its own listen address. Nil: none.
 	Storage []Storage `yaml:"storage"`

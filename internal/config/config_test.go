@@ -129,6 +129,7 @@ func TestParseErrors(t *testing.T) {
 		{"mapping for scalar", "federation:\n  mode: {a: b}\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 2: federation.mode: want a single value"}},
 		{"bad upstream", "federation:\n  endpoints: [{name: a, url: 'file:///x', kind: upstream}]\n", []string{"federation.endpoints[0].url: kind \"upstream\" needs a URL of scheme http://, https://"}},
 		{"unknown nested in storage", "storage:\n  - listen: 127.0.0.1:1\n    root: /x\n    rooot: /y\n", []string{"line 4: storage[0].rooot: unknown field"}},
+		{"negative outage wait", "xroot_outage_wait: -1s\nlisten_xroot: 127.0.0.1:2\nfederation:\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 1: xroot_outage_wait: must not be negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

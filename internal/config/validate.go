@@ -89,6 +89,9 @@ func (c *Config) Validate() error {
 	if c.Cache != nil && c.Cache.ListenXroot != "" {
 		checkListen("cache.listen_xroot", c.Cache.ListenXroot)
 	}
+	if c.XrootOutageWait < 0 {
+		v.errorf("xroot_outage_wait", "must not be negative")
+	}
 	c.Cache.validate(v, "cache", c.Federation != nil)
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		v.errorf("tls_cert", "tls_cert and tls_key go together")

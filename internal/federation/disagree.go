@@ -3,6 +3,7 @@ package federation
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -65,9 +66,15 @@ func (f *Federator) disagree(p string, a, b *replica, issue string) {
 // first.
 func (f *Federator) Disagreements() []Disagreement { return f.dis.list() }
 
+// serveDisagreements answers /api/disagreements: the records of the
+// paths Options.MayList lets the caller list.
 func (f *Federator) serveDisagreements(w http.ResponseWriter, r *http.Request) {
+	ds := f.Disagreements()
+	if f.opts.MayList != nil {
+		ds = slices.DeleteFunc(ds, func(d Disagreement) bool { return !f.opts.MayList(r, d.Path) })
+	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(f.Disagreements())
+	_ = enc.Encode(ds)
 }

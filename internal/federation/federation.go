@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
@@ -66,6 +67,11 @@ type Options struct {
 	// the other roles of the process (a cache) drop what they hold of
 	// the path. It must not block.
 	OnWrite func(path string)
+	// MayList reports whether the caller of r may list the path p (the
+	// auth rules' list permission). /api/disagreements shows only the
+	// paths it allows, since the operator's pages pass the auth rules
+	// unguarded. Nil: every path is shown.
+	MayList func(r *http.Request, p string) bool
 }
 
 // Federator is the federator. Its methods and handler may be used

@@ -150,20 +150,49 @@ func tlsListener(ln net.Listener, cfg *tls.Config) net.Listener {
 // namespace, while the operator's pages keep their own rules (the admin
 // section guards POST /api/reload). Only those exact paths pass
 // unguarded: every other path, /api/anything included, is a file of the
-// namespace and must pass the rules.
+// namespace and must pass the rules. They pass with their caller's
+// identity (auth.WithCaller), so that those showing paths of the
+// namespace show only the ones the caller may list (mayList).
 func (s *Server) guardNamespace(h http.Handler, exists auth.ExistsFunc) http.Handler {
 	if s.auth == nil {
 		return h
 	}
-	guarded := s.guard(h, exists)
+	guarded, open := s.guard(h, exists), s.withCaller(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isOperatorPage(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead ||
 			r.Method == http.MethodPost && r.URL.Path == "/api/reload") {
-			h.ServeHTTP(w, r)
+			open.ServeHTTP(w, r)
 			return
 		}
 		guarded.ServeHTTP(w, r)
 	})
+}
+
+// withCaller passes h's requests on with their caller's identity
+// (auth.WithCaller), for the operator's pages and the dashboard, which
+// the auth rules do not guard but whose lists of paths mayList filters.
+// Without an auth section h is returned.
+func (s *Server) withCaller(h http.Handler) http.Handler {
+	if s.auth == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, s.auth.WithCaller(r))
+	})
+}
+
+// mayList is the one filter of the operator's pages that list paths of
+// the namespace (/api/cache/files, /api/buffer, /api/disagreements, and
+// the dashboard's cache and buffer pages):
+// whether the caller of r, as guardNamespace found it, may list p under
+// the auth rules. Until those pages get rules of their own, they must not
+// show what a PROPFIND would refuse. Nil without an auth section:
+// everything is open, so everything is shown.
+func (s *Server) mayList() func(r *http.Request, p string) bool {
+	if s.auth == nil {
+		return nil
+	}
+	return s.auth.MayList
 }
 
 // isOperatorPage reports whether p is one of the front listener's own

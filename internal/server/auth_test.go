@@ -117,3 +117,133 @@ func TestCreateOnlyTokenDuringOutage(t *testing.T) {
 		}
 	}
 }
+
+// The operator's pages and the dashboard pass the auth rules unguarded,
+// but those listing paths of the namespace list only what their caller
+// may list (PROPFIND): under /private anyone may read and write but only
+// a token for it may list, so an anonymous caller, a token for another
+// path and an invalid token see the /public entries of /api/cache/files
+// (on the cache's listener), /api/buffer's failures, /api/disagreements
+// and the dashboard's cache and buffer pages, and not the /private ones,
+// which a token for /private sees.
+func TestOperatorAPIsListOnlyListable(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	fed := servertest.Start(t, servertest.Options{Sites: 2, Log: testLog(), Configure: func(c *config.Config) {
+		c.Auth = &config.Auth{
+			Issuers: []config.Issuer{{Issuer: is.URL}},
+			Rules: []config.Rule{
+				{Prefix: "/public", Anonymous: []string{"read", "list", "create", "modify"}},
+				{Prefix: "/private", Anonymous: []string{"read", "create", "modify"}},
+			},
+		}
+		c.Cache = &config.Cache{Dir: t.TempDir(), Origin: config.OriginFederation, Listen: "127.0.0.1:0"}
+		c.Buffer = &config.Buffer{Dir: t.TempDir(),
+			Retry: config.Retry{Initial: config.Duration(50 * time.Millisecond), Max: config.Duration(time.Second)},
+			Prefixes: []config.BufferPrefix{
+				{Prefix: "/public/out", Targets: []string{"site-b"}},
+				{Prefix: "/private/out", Targets: []string{"site-b"}},
+			}}
+	}})
+	do := func(method, url, tok, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	for i, site := range fed.Sites {
+		for _, area := range []string{"public", "private"} {
+			// f for the cache; dis differs between the sites.
+			for name, data := range map[string]string{"f": "cached " + area, "dis": strings.Repeat("x", i+1)} {
+				p := filepath.Join(site.Dir, area, name)
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	cacheURL := fed.Server.CacheURL()
+	for _, area := range []string{"/public", "/private"} {
+		if code, body := do("GET", cacheURL+area+"/f", "", ""); code != http.StatusOK {
+			t.Fatalf("GET %s/f through the cache = %d %q", area, code, body)
+		}
+		if code, _ := do("HEAD", fed.URL+area+"/dis", "", ""); code/100 != 3 && code != http.StatusOK {
+			t.Fatalf("HEAD %s/dis = %d", area, code)
+		}
+	}
+	if err := fed.Sites[1].Stop(); err != nil { // the buffer's target: its copies fail
+		t.Fatal(err)
+	}
+	for _, area := range []string{"/public", "/private"} {
+		if code, body := do("PUT", fed.URL+area+"/out/x", "", "to migrate"); code != http.StatusCreated {
+			t.Fatalf("PUT %s/out/x = %d %q", area, code, body)
+		}
+	}
+
+	private := is.Token(t, "storage.read:/private", time.Hour)
+	pages := map[string]string{
+		"/api/cache/files":    cacheURL + "/api/cache/files",
+		"/api/buffer":         fed.URL + "/api/buffer",
+		"/api/disagreements":  fed.URL + "/api/disagreements",
+		"/ui/api/cache/files": fed.URL + "/ui/api/cache/files",
+		"/ui/api/buffer":      fed.URL + "/ui/api/buffer",
+		"/ui/cache":           fed.URL + "/ui/cache",
+		"/ui/buffer":          fed.URL + "/ui/buffer",
+	}
+	want := map[string][]string{ // the paths each page must show to the /private token
+		"/api/cache/files":    {"/public/f", "/private/f"},
+		"/api/buffer":         {"/public/out/x", "/private/out/x"},
+		"/api/disagreements":  {"/public/dis", "/private/dis"},
+		"/ui/api/cache/files": {"/public/f", "/private/f"},
+		"/ui/api/buffer":      {"/public/out/x", "/private/out/x"},
+		"/ui/cache":           {"/public/f", "/private/f"},
+		"/ui/buffer":          {"/public/out/x", "/private/out/x"},
+	}
+	// Wait for the buffer's first failed copies.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body := do("GET", pages["/api/buffer"], private, "")
+		if strings.Contains(body, `"/public/out/x"`) && strings.Contains(body, `"/private/out/x"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/buffer lists no failure of both files within 20s:\n%s", body)
+		}
+		time.Sleep(50 * time.Millisecond) // polling with a deadline
+	}
+	for _, c := range []struct {
+		name, tok   string
+		seesPrivate bool
+	}{
+		{"anonymous", "", false},
+		{"token for another path", is.Token(t, "storage.read:/other", time.Hour), false},
+		{"invalid token", "not-a-jwt", false},
+		{"token for /private", private, true},
+	} {
+		for page, url := range pages {
+			code, body := do("GET", url, c.tok, "")
+			if code != http.StatusOK {
+				t.Errorf("%s: GET %s = %d %q", c.name, page, code, body)
+				continue
+			}
+			for _, p := range want[page] {
+				show := !strings.HasPrefix(p, "/private") || c.seesPrivate
+				shown := `"` + p + `"` // a JSON string
+				if strings.HasPrefix(page, "/ui/") && !strings.HasPrefix(page, "/ui/api/") {
+					shown = ">" + p + "<" // the text of an HTML element
+				}
+				if got := strings.Contains(body, shown); got != show {
+					t.Errorf("%s: GET %s shows %s = %v, want %v:\n%s", c.name, page, p, got, show, body)
+				}
+			}
+		}
+	}
+}

@@ -54,7 +54,7 @@ func (r *bufferRole) start(ctx context.Context, s *Server) error {
 		}
 		cfg.Prefixes = append(cfg.Prefixes, bp)
 	}
-	b, err := buffer.New(ctx, cfg, buffer.Options{Log: s.log, Registerer: s.fed.Registry(), OnWrite: s.wrote})
+	b, err := buffer.New(ctx, cfg, buffer.Options{Log: s.log, Registerer: s.fed.Registry(), OnWrite: s.wrote, MayList: s.mayList()})
 	if err != nil {
 		r.close()
 		return err

@@ -61,7 +61,7 @@ func (r *cacheRole) start(ctx context.Context, s *Server) error {
 		origin = ep
 		r.origin = ep
 	}
-	c, err := cache.New(s.runCtx, cacheConfig(cs), origin, cache.Options{Log: s.log})
+	c, err := cache.New(s.runCtx, cacheConfig(cs), origin, cache.Options{Log: s.log, MayList: s.mayList()})
 	if err != nil {
 		return err
 	}

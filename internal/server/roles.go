@@ -111,7 +111,7 @@ func (r *resultsRole) stop(context.Context) error {
 type federatorRole struct{ fed *federation.Federator }
 
 func (r *federatorRole) start(_ context.Context, s *Server) error {
-	opts := federation.Options{Log: s.log, OnWrite: s.wrote}
+	opts := federation.Options{Log: s.log, OnWrite: s.wrote, MayList: s.mayList()}
 	if s.opts.ConfigPath != "" {
 		opts.Reload = s.loadFederation
 	}
@@ -176,7 +176,7 @@ func (r *dashboardRole) start(_ context.Context, s *Server) error {
 	if s.tests != nil {
 		tests = s.tests
 	}
-	opts := web.Options{Store: s.store, Federator: s.fed, Tests: tests, Log: s.log}
+	opts := web.Options{Store: s.store, Federator: s.fed, Tests: tests, MayList: s.mayList(), Log: s.log}
 	if s.cache != nil {
 		opts.Cache = s.cache // not a nil *cache.Cache: the page is shown only with a cache
 	}
@@ -201,7 +201,7 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 	}
 	var ui http.Handler // nil, not a nil *Dashboard, when there is none
 	if s.dash != nil {
-		ui = s.dash
+		ui = s.withCaller(s.dash)
 	}
 	tlsCfg, err := s.serverTLS(s.cfg.TLSCert, s.cfg.TLSKey)
 	if err != nil {

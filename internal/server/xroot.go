@@ -33,7 +33,7 @@ func (r *xrootRole) start(_ context.Context, s *Server) error {
 	} else {
 		ns, reg = s.namespace().(xrootd.Namespace), s.fed.Registry() // the Namespace, or the buffer's overlay of it: both have Checksum and Replicas
 	}
-	opts := xrootd.Options{Log: s.log, Registerer: reg}
+	opts := xrootd.Options{Log: s.log, Registerer: reg, OutageWait: s.cfg.XrootOutageWait.D()}
 	if s.auth != nil {
 		opts.Authorize = doorAuthorize(s.auth, s.log, what)
 	}

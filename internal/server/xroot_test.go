@@ -99,3 +99,31 @@ func TestDoorWriteSeenByCache(t *testing.T) {
 		t.Fatalf("read through the cache after rm at the door = %d, want 404", code)
 	}
 }
+
+// TestXrootDoorOutageBound: xroot_outage_wait bounds what a root:// door
+// makes a client wait when the federation cannot answer (its only site is
+// down): xrdfs gets kXR_ServerError, never kXR_NotFound, within the bound
+// and a little more.
+func TestXrootDoorOutageBound(t *testing.T) {
+	xrdfs := testenv.Require(t, "xrdfs")
+	const bound, slack = 2 * time.Second, 3 * time.Second
+	fed := servertest.Start(t, servertest.Options{Configure: func(c *config.Config) {
+		c.ListenXroot = "127.0.0.1:0"
+		c.XrootOutageWait = config.Duration(bound)
+	}})
+	if err := fed.Sites[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	door := strings.TrimPrefix(fed.Server.XrootURL(), "root://")
+	start := time.Now()
+	cmd := exec.Command(xrdfs, door, "stat", "/d/f")
+	cmd.Env = append(os.Environ(), "XRD_CONNECTIONRETRY=1", "XRD_REQUESTTIMEOUT=30")
+	b, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err == nil || strings.Contains(string(b), "3011") || !strings.Contains(string(b), "3012") {
+		t.Errorf("xrdfs stat with the only site down = %v\n%s; want kXR_ServerError (3012), never kXR_NotFound (3011)", err, b)
+	}
+	if took > bound+slack {
+		t.Errorf("xrdfs stat with the only site down took %v, want at most %v (xroot_outage_wait %v)", took.Round(time.Millisecond), bound+slack, bound)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,11 +18,66 @@ import (
 
 // tempName returns a fresh hidden entry name with the prefix PUT uses for
 // its temp files: clients cannot name it (reserved), listings hide it,
-// and the janitor removes it if a crash leaves it (regular files only).
+// and the janitor removes it (file or directory) if a crash leaves it.
 func tempName() string {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	return uploadPrefix + hex.EncodeToString(rnd[:])
+}
+
+// tempOwners are the temp entry names (tempName) that operations of this
+// process are using now; the janitor removes none of them (janitor.go).
+// An operation owns a name from before any entry bears it until after
+// the entry is gone or renamed away, and the janitor claims a name under
+// the same lock right before it removes the entry. So the janitor, which
+// only looks at entries that exist, cannot remove one an operation still
+// uses, whatever its age or the order of events: a name that exists and
+// is not owned can never become owned again (names are random). The zero
+// value is ready to use.
+type tempOwners struct {
+	mu   sync.Mutex
+	live map[string]bool // guarded by mu: the names owned now
+}
+
+// own marks name owned and returns the function that gives it up.
+func (o *tempOwners) own(name string) (disown func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ownLocked(name)
+	return func() { o.disown(name) }
+}
+
+// owned reports whether an operation owns name now: a hint, as it may
+// be given up at once; claim is the check to act on.
+func (o *tempOwners) owned(name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.live[name]
+}
+
+// claim owns name for the janitor unless an operation owns it already:
+// ok is false then, else disown gives it up after the removal.
+func (o *tempOwners) claim(name string) (disown func(), ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.live[name] {
+		return nil, false
+	}
+	o.ownLocked(name)
+	return func() { o.disown(name) }, true
+}
+
+func (o *tempOwners) ownLocked(name string) {
+	if o.live == nil {
+		o.live = map[string]bool{}
+	}
+	o.live[name] = true
+}
+
+func (o *tempOwners) disown(name string) {
+	o.mu.Lock()
+	delete(o.live, name)
+	o.mu.Unlock()
 }
 
 // renameNoReplace renames from (in directory fd fromDir) to to (in toDir)

@@ -80,6 +80,21 @@ func (s *Server) serveCopyMove(w http.ResponseWriter, r *http.Request, src strin
 		return
 	}
 	overwrite := r.Header.Get("Overwrite") != "F"
+	// Path locks (precond.go): the destination's always, so that no PUT
+	// or DELETE of it runs between the checks below and the install (a
+	// PUT landing while the old destination is moved aside would be
+	// undone by the move back); the source's for a MOVE, which removes
+	// it, and for a COPY with preconditions, held from their check to
+	// the end of the copy.
+	paths := []string{cm.dst}
+	if cm.move || hasPreconditions(r.Header) {
+		paths = append(paths, cm.src)
+	}
+	unlock := s.paths.lock(paths...)
+	defer unlock()
+	if !s.checkPreconditions(w, r, cm.src) {
+		return
+	}
 	// RFC 4918 §7.5.1: a COPY only needs the destination unlocked.
 	targets := []davlock.Target{{Path: cm.dst, Deep: true}}
 	if cm.move {
@@ -263,6 +278,7 @@ func ancestorOf(dir int, target, root fileID) (bool, error) {
 func (s *Server) copyResource(ctx context.Context, cm *copyMove) error {
 	dir := int(cm.dstDir.Fd())
 	tmp := tempName()
+	defer s.temps.own(tmp)() // a partial tree is no crash's leftover (janitor.go)
 	c := &copier{s: s, ctx: ctx, infinite: cm.infinite, top: tmp}
 	err := c.copy(rel(cm.src), &cm.srcSt, dir, tmp)
 	if err == nil {
@@ -342,20 +358,29 @@ func (s *Server) install(fromDir int, from string, fromIsDir bool, cm *copyMove)
 	}
 	// rename(2) cannot put anything over a non-empty collection, nor a
 	// collection over a file: move the old entry aside first, and back if
-	// the rename fails. An O_PATH descriptor held on it keeps the janitor
-	// (which spares files this process has open) from taking it meanwhile.
-	hold, err := unix.Openat(toDir, to, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: cm.dst, Err: err}
-	}
-	defer unix.Close(hold)
+	// the rename fails. The aside name is owned (tempOwners) from before
+	// the rename: the old entry keeps its mtime, so the janitor's age rule
+	// alone would take it, and with it the only copy of the destination.
 	aside := tempName()
+	defer s.temps.own(aside)()
 	if err := renameAt(toDir, to, toDir, aside); err != nil {
 		return err
 	}
+	if s.hooks != nil && s.hooks.aside != nil {
+		s.hooks.aside()
+	}
 	if err := renameNoReplace(fromDir, from, toDir, to); err != nil {
 		if rerr := renameAt(toDir, aside, toDir, to); rerr != nil {
-			s.log.Error("could not put back the destination", "path", cm.dst, "err", rerr)
+			// Something took the name meanwhile (a PUT of a member
+			// makes the collection again). The old destination must not
+			// stay under a temp name, which the janitor sweeps once this
+			// COPY gives it up: it is kept under a name no pass removes,
+			// for the operator to restore.
+			kept := keptPrefix + strings.TrimPrefix(aside, uploadPrefix)
+			if kerr := renameNoReplace(toDir, aside, toDir, kept); kerr != nil {
+				kept = aside
+			}
+			s.log.Error("could not put back the destination; its old content is kept beside it", "path", cm.dst, "kept_as", kept, "err", rerr)
 		}
 		return err
 	}

@@ -1,27 +1,47 @@
 package storage
 
-// The upload janitor: removes the temp files of uploads that will never
-// finish.
+// The upload janitor: removes the temp entries of uploads and copies that
+// will never finish.
 //
 // Why: a PUT streams into ".lakefed-upload-<random>" beside its target and
-// renames it at the end (put.go). A clean failure removes the temp file,
-// but a crash (kill -9, OOM, power loss) leaves it, and nothing else ever
-// would: after 20 concurrent PUTs killed mid-way every directory kept
-// hundreds of MB of them. So the server sweeps Root once at start and then
-// every janitorInterval(age), removing temp files older than
+// renames it at the end (put.go); a COPY or MOVE builds its file or whole
+// collection under such a name and renames it into place, and moves a
+// destination it replaces aside under one (copy.go). A clean failure
+// removes them, but a crash (kill -9, OOM, power loss) leaves them, and
+// nothing else ever would: after 20 concurrent PUTs killed mid-way every
+// directory kept hundreds of MB of them. So the server sweeps Root once
+// at start and then every janitorInterval(age), removing temp files, and
+// temp directories with everything in them, older than
 // Config.StaleUploadAge.
 //
-// An upload in flight is never touched, by two rules, both needed:
+// An operation in flight is never touched, by three rules, all needed:
+//   - Owned: a COPY or MOVE owns its temp names (tempOwners, atomic.go)
+//     from before the entries exist until they are gone or renamed away,
+//     and the janitor claims a name under the same lock right before it
+//     removes anything. A destination moved aside keeps its old mtime, and
+//     a collection being copied holds no descriptor on its top directory
+//     between levels: only ownership tells that they are in use, and only
+//     a check made under the owners' lock at the removal itself (not a
+//     snapshot taken earlier in the pass) is sure to see an owner that
+//     came meanwhile.
 //   - Open: a temp file that this process holds open (its (dev, inode) is
 //     in the fd table, /proc/self/fd) belongs to a live PUT, however long
 //     its client has stalled. An mtime rule alone would remove a PUT whose
 //     client paused longer than the age, and the PUT would then fail at
 //     its rename. Reading the fd table, rather than keeping a set of names
 //     in put.go, needs no bookkeeping on the PUT path and cannot drift.
+//     A PUT's temp file is open from its creation, so a snapshot of the
+//     table taken when the pass meets its first candidate sees it.
 //   - Age: between its close and its rename (microseconds) a temp file is
 //     no longer open; its mtime is then fresh (the last write just
-//     happened), so the age rule covers that window. It also protects the
-//     uploads of another process serving the same Root.
+//     happened), so the age rule covers that window, and the one between
+//     a copy's temp entry being created and owned. A temp directory is
+//     stale only if nothing in its tree was modified since the cutoff. It
+//     also protects the uploads and copies of another process serving the
+//     same Root (whose ownership this process cannot see).
+//
+// After a crash nothing owns or holds open what the dead process left, so
+// the restarted server's passes remove it once it is older than the age.
 //
 // The walk never follows symlinks: every directory is opened with
 // openat(O_NOFOLLOW|O_DIRECTORY) relative to its parent's descriptor, and
@@ -146,23 +166,26 @@ type sidecars struct {
 
 // sweepResult counts what one pass removed.
 type sweepResult struct {
-	uploads  int  // stale upload temp files
+	uploads  int  // stale temp entries of uploads and copies
 	sidecars int  // sidecars of kept checksums: stale or orphaned
 	whole    bool // the pass saw the whole tree
 }
 
-// sweepOnce removes the upload temp files older than age and the stale
-// or orphaned sidecars under Root, for a pass that starts now. checked is
-// the start of the last whole pass (zero: none). Each upload also counts
-// in the stale_uploads_removed metric.
+// sweepOnce removes the temp entries older than age that no operation
+// uses and the stale or orphaned sidecars under Root, for a pass that
+// starts now. checked is the start of the last whole pass (zero: none).
+// Each temp entry also counts in the stale_uploads_removed metric.
 func (s *Server) sweepOnce(ctx context.Context, now time.Time, age time.Duration, checked time.Time) (sweepResult, error) {
 	fd, err := unix.Open(s.cfg.Root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return sweepResult{}, &os.PathError{Op: "open", Path: s.cfg.Root, Err: err}
 	}
 	sw := &sweep{ctx: ctx, cutoff: now.Add(-age)}
-	err = sw.listSidecars(fd, filepath.Join(s.cfg.Root, keptsum.Dir), now, checked)
+	err = s.listSidecars(sw, fd, filepath.Join(s.cfg.Root, keptsum.Dir), now, checked)
 	if err == nil {
+		if s.hooks != nil && s.hooks.walk != nil {
+			s.hooks.walk()
+		}
 		err = s.sweepDir(sw, fd, s.cfg.Root, 0)
 	} else {
 		unix.Close(fd)
@@ -184,7 +207,7 @@ func (s *Server) sweepOnce(ctx context.Context, now time.Time, age time.Duration
 // listSidecars reads the sidecar directory below the root fd into sw.sums
 // (left nil when there is none), and removes the stale temp files there
 // as sweepDir does elsewhere. Its entries count in the pass's budget.
-func (sw *sweep) listSidecars(root int, dir string, start, checked time.Time) error {
+func (s *Server) listSidecars(sw *sweep, root int, dir string, start, checked time.Time) error {
 	fd, err := unix.Openat(root, keptsum.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil // none yet (or not a directory: keptsum cannot use it either)
@@ -204,7 +227,7 @@ func (sw *sweep) listSidecars(root int, dir string, start, checked time.Time) er
 			if dev, ino, ok := keptsum.ParseName(name); ok && e.Type().IsRegular() {
 				sc.keys = append(sc.keys, [2]uint64{dev, ino})
 			} else if e.Type().IsRegular() && strings.HasPrefix(name, uploadPrefix) {
-				if sw.stale(fd, name) && unix.Unlinkat(fd, name, 0) == nil {
+				if sw.stale(fd, name) && s.removeTemp(fd, name) {
 					sw.removed++
 				}
 			}
@@ -338,9 +361,23 @@ func (s *Server) sweepDir(sw *sweep, fd int, dir string, depth int) error {
 				return errJanitorBudget
 			}
 			name := e.Name()
+			if e.IsDir() && strings.HasPrefix(name, uploadPrefix) && !s.temps.owned(name) {
+				// (owned spares walking a tree in use twice; removeTemp's
+				// claim decides.)
+				stale, err := sw.staleTree(fd, name, depth+1)
+				if err != nil {
+					return err
+				}
+				if stale && s.removeTemp(fd, name) {
+					sw.removed++
+					continue
+				}
+				// In use: walked as any directory, so the sidecars of its
+				// files (a destination moved aside) stay live.
+			}
 			switch {
 			case e.Type().IsRegular() && strings.HasPrefix(name, uploadPrefix):
-				if sw.stale(fd, name) && unix.Unlinkat(fd, name, 0) == nil {
+				if sw.stale(fd, name) && s.removeTemp(fd, name) {
 					sw.removed++
 				}
 			case e.Type().IsRegular() && sw.sums != nil && !strings.HasPrefix(name, reservedPrefix):
@@ -371,6 +408,71 @@ func (s *Server) sweepDir(sw *sweep, fd int, dir string, depth int) error {
 	}
 }
 
+// removeTemp removes the temp entry name of directory fd (a file, or a
+// directory and its tree) unless an operation of this process owns it,
+// which it checks by claiming the name (tempOwners) right before the
+// removal. It reports whether the entry is gone.
+func (s *Server) removeTemp(fd int, name string) bool {
+	disown, ok := s.temps.claim(name)
+	if !ok {
+		return false
+	}
+	defer disown()
+	return removeAt(fd, name) == nil
+}
+
+// staleTree reports whether nothing in the tree of the temp directory name
+// of directory fd, itself included, was modified since the cutoff, with
+// depth its level below Root. A tree deeper than janitorMaxDepth, or one
+// the walk cannot read whole, is not stale: that cannot be shown. Its
+// entries count in the pass's budget. Symlinks are not followed.
+func (sw *sweep) staleTree(fd int, name string, depth int) (bool, error) {
+	if depth > janitorMaxDepth {
+		return false, nil
+	}
+	sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, nil
+	}
+	d := os.NewFile(uintptr(sub), name)
+	defer d.Close()
+	var st unix.Stat_t
+	if unix.Fstat(sub, &st) != nil || !sw.old(&st) {
+		return false, nil
+	}
+	for {
+		if err := sw.ctx.Err(); err != nil {
+			return false, err
+		}
+		names, err := d.Readdirnames(janitorBatch)
+		for _, n := range names {
+			if sw.entries++; sw.entries > janitorMaxEntries {
+				return false, errJanitorBudget
+			}
+			var est unix.Stat_t
+			if unix.Fstatat(sub, n, &est, unix.AT_SYMLINK_NOFOLLOW) != nil || !sw.old(&est) {
+				return false, nil
+			}
+			if isDir(&est) {
+				if ok, err := sw.staleTree(sub, n, depth+1); !ok || err != nil {
+					return false, err
+				}
+			}
+		}
+		if err == io.EOF {
+			return true, nil
+		}
+		if err != nil {
+			return false, nil
+		}
+	}
+}
+
+// old reports whether st was last modified before the pass's cutoff.
+func (sw *sweep) old(st *unix.Stat_t) bool {
+	return time.Unix(st.Mtim.Unix()).Before(sw.cutoff)
+}
+
 // stale reports whether the temp file name in directory fd is older than
 // the cutoff and not open in this process.
 func (sw *sweep) stale(fd int, name string) bool {
@@ -378,7 +480,7 @@ func (sw *sweep) stale(fd int, name string) bool {
 	if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
-	if !time.Unix(st.Mtim.Unix()).Before(sw.cutoff) {
+	if !sw.old(&st) {
 		return false
 	}
 	if sw.open == nil {

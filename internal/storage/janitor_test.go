@@ -26,6 +26,21 @@ func writeAged(t testing.TB, root, name string, age time.Duration) string {
 	return p
 }
 
+// agedTree makes the directory name under root holding sub/f, with every
+// mtime set to age ago but f's, set to leafAge ago.
+func agedTree(t testing.TB, root, name string, age, leafAge time.Duration) string {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	writeAged(t, dir, "sub/f", leafAge)
+	mt := time.Now().Add(-age)
+	for _, d := range []string{filepath.Join(dir, "sub"), dir} {
+		if err := os.Chtimes(d, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // waitGone polls until p no longer exists.
 func waitGone(t testing.TB, p string, within time.Duration) {
 	t.Helper()
@@ -41,9 +56,10 @@ func waitGone(t testing.TB, p string, within time.Duration) {
 	}
 }
 
-// TestJanitorStartPass: the temp files a crash left (older than the
-// default age, 1 h) are removed when the server starts; fresh ones, open
-// ones, other names, and anything behind a symlink are kept.
+// TestJanitorStartPass: the temp files and directories a crash left
+// (older than the default age, 1 h) are removed when the server starts;
+// fresh ones (a directory with anything fresh in it), open ones, other
+// names, and anything behind a symlink are kept.
 func TestJanitorStartPass(t *testing.T) {
 	root := t.TempDir()
 	outside := t.TempDir()
@@ -61,12 +77,18 @@ func TestJanitorStartPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
+	// A collection copy a crash cut: a temp directory, stale as a whole;
+	// and one with a member written a minute ago deep down.
+	staleDir := agedTree(t, root, "y/"+uploadPrefix+"copy", old, old)
+	freshDir := agedTree(t, root, "y/"+uploadPrefix+"copying", old, time.Minute)
 	cases := []struct {
 		name string
 		path string
 		keep bool
 	}{
 		{"stale at the root", writeAged(t, root, uploadPrefix+"a", old), false},
+		{"stale temp directory", staleDir, false},
+		{"temp directory with a fresh member", freshDir, true},
 		{"stale deep down", writeAged(t, root, "x/y/z/"+uploadPrefix+"b", old), false},
 		{"fresh", writeAged(t, root, uploadPrefix+"c", time.Minute), true},
 		{"open in this process", openTemp, true},
@@ -92,8 +114,8 @@ func TestJanitorStartPass(t *testing.T) {
 		})
 	}
 	_, body := ts.do(t, "GET", "/metrics", nil)
-	if !strings.Contains(body, "lakefed_storage_stale_uploads_removed_total 2\n") {
-		t.Errorf("metrics lack lakefed_storage_stale_uploads_removed_total 2:\n%s", grepLines(body, "stale"))
+	if !strings.Contains(body, "lakefed_storage_stale_uploads_removed_total 3\n") {
+		t.Errorf("metrics lack lakefed_storage_stale_uploads_removed_total 3:\n%s", grepLines(body, "stale"))
 	}
 }
 

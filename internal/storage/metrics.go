@@ -32,7 +32,7 @@ type metrics struct {
 	cacheHits prometheus.Counter // checksums answered from the kept sums (.lakefed-sums)
 	fast      prometheus.Counter // requests answered by the fast path (fast.go)
 
-	staleRemoved prometheus.Counter // upload temp files removed by the janitor
+	staleRemoved prometheus.Counter // upload and copy temp entries removed by the janitor
 	busy         prometheus.Counter // expensive requests refused with 503 (listing semaphore full)
 	fdExhausted  prometheus.Counter // requests answered 503 because the process ran out of descriptors
 }
@@ -68,7 +68,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 		staleRemoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lakefed_storage_stale_uploads_removed_total",
-			Help: "Upload temp files (left by a crash) removed by the janitor.",
+			Help: "Temp entries of uploads and copies left by a crash (files, or directories with their trees) removed by the janitor.",
 		}),
 		busy: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lakefed_storage_listings_refused_total",

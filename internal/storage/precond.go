@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,15 +21,23 @@ import (
 // fails. For COPY and MOVE the target is the source: the Destination's
 // state is governed by Overwrite (RFC 4918 §10.6), not by these headers.
 //
-// Race: a check is only as good as its distance from the write. The check
-// and the write of one path run under that path's lock (pathLocks): PUT
-// takes it for its commit (re-check, rename), the WebDAV methods hold it
-// from the check to the end of the method when the request carries a
-// precondition. So two PUTs with If-Match of the same ETag cannot both
-// win, and a conditional DELETE cannot remove what a PUT just installed.
-// Writers that ignore the lock (an unconditional COPY or MOVE onto the
-// path, local processes) can still slip in between; the lock is per path,
-// so another name for the same file (a symlink) is another lock.
+// Race: a check is only as good as its distance from the write. Every
+// method that changes a path holds that path's lock (pathLocks) while it
+// checks and writes: PUT for its commit (re-check, rename); DELETE, MKCOL
+// and PROPPATCH for the whole method; COPY and MOVE for the whole method
+// on the destination, and on the source too for a MOVE (which removes
+// it) or a COPY with preconditions. So two PUTs with If-Match of the same
+// ETag cannot both win, a conditional DELETE cannot remove what a PUT
+// just installed, and a PUT or DELETE of a COPY's destination waits for
+// the COPY instead of landing between its steps. A local process can
+// still slip in between; the lock is per path, so another name for the
+// same file (a symlink) is another lock, and a lock on a collection does
+// not cover its members.
+//
+// Lock order: a request that takes two path locks (COPY, MOVE) takes
+// them together, in byte order of the clean paths (pathLocks.lock);
+// every other request holds at most one, and nobody takes a path lock
+// while holding another. No two requests can then wait for each other.
 
 // hasPreconditions reports whether h carries a header that a
 // state-changing method evaluates.
@@ -55,20 +64,35 @@ func (c *current) check(r *http.Request) int {
 // mtimeOf is st's modification time.
 func mtimeOf(st *unix.Stat_t) time.Time { return time.Unix(st.Mtim.Sec, st.Mtim.Nsec) }
 
-// guardPreconditions evaluates the preconditions of a DELETE, MKCOL,
-// PROPPATCH, COPY or MOVE on the clean path p before the method runs. It
-// returns false after answering 412 (or an error); else a release the
-// caller runs when the method is done: with preconditions, p's lock is
-// held until then.
-//
-// RFC 9110 §13.2.1: preconditions are ignored when the request would fail
-// without them; on a missing resource only MKCOL (which creates it)
-// evaluates them, the others answer 404 as they would anyway.
+// guardPreconditions evaluates the preconditions of a request that reads
+// the clean path p for a while (an HTTP third-party push) before it
+// starts. It returns false after answering 412 (or an error); else a
+// release the caller runs when it is done: with preconditions, p's lock
+// is held until then, so p is not replaced between the check and the
+// read.
 func (s *Server) guardPreconditions(w http.ResponseWriter, r *http.Request, p string) (func(), bool) {
 	if !hasPreconditions(r.Header) {
 		return func() {}, true
 	}
 	unlock := s.paths.lock(p)
+	if !s.checkPreconditions(w, r, p) {
+		unlock()
+		return nil, false
+	}
+	return unlock, true
+}
+
+// checkPreconditions evaluates the preconditions of a DELETE, MKCOL,
+// PROPPATCH, COPY, MOVE or push against the clean path p, whose lock the
+// caller holds. It returns false after answering 412 (or an error).
+//
+// RFC 9110 §13.2.1: preconditions are ignored when the request would fail
+// without them; on a missing resource only MKCOL (which creates it)
+// evaluates them, the others answer 404 as they would anyway.
+func (s *Server) checkPreconditions(w http.ResponseWriter, r *http.Request, p string) bool {
+	if !hasPreconditions(r.Header) {
+		return true
+	}
 	var c current
 	err := s.statRel(rel(p), &c.st)
 	switch {
@@ -76,20 +100,18 @@ func (s *Server) guardPreconditions(w http.ResponseWriter, r *http.Request, p st
 		c.exists = true
 	case errors.Is(err, fs.ErrNotExist):
 		if r.Method != "MKCOL" {
-			return unlock, true
+			return true
 		}
 	default:
-		unlock()
 		code, reason := s.fsStatus(r, err)
 		httpError(w, code, reason)
-		return nil, false
+		return false
 	}
 	if c.check(r) != 0 {
-		unlock()
 		httpError(w, http.StatusPreconditionFailed, "precondition failed")
-		return nil, false
+		return false
 	}
-	return unlock, true
+	return true
 }
 
 // pathLocks serializes the check-then-write of one clean request path.
@@ -105,8 +127,25 @@ type pathLock struct {
 	refs int // guarded by pathLocks.mu
 }
 
-// lock locks p and returns its unlock.
-func (l *pathLocks) lock(p string) func() {
+// lock locks the paths ps, in byte order (the lock order above; a path
+// given twice is locked once), and returns their unlock.
+func (l *pathLocks) lock(ps ...string) func() {
+	ps = slices.Clone(ps)
+	slices.Sort(ps)
+	ps = slices.Compact(ps)
+	unlocks := make([]func(), len(ps))
+	for i, p := range ps {
+		unlocks[i] = l.lockOne(p)
+	}
+	return func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+}
+
+// lockOne locks p and returns its unlock.
+func (l *pathLocks) lockOne(p string) func() {
 	l.mu.Lock()
 	if l.m == nil {
 		l.m = map[string]*pathLock{}

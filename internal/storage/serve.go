@@ -195,14 +195,14 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 		return 0
 	}
 	switch r.Method {
-	case "DELETE", "MKCOL", "PROPPATCH", "COPY", "MOVE":
-		// RFC 9110 §13.2: If-Match and friends, evaluated once for every
-		// state-changing method (precond.go; PUT does its own).
-		release, ok := s.guardPreconditions(w, r, p)
-		if !ok {
+	case "DELETE", "MKCOL", "PROPPATCH":
+		// The path's lock for the whole method, and RFC 9110 §13.2's
+		// If-Match and friends evaluated under it (precond.go; PUT, COPY
+		// and MOVE do their own).
+		defer s.paths.lock(p)()
+		if !s.checkPreconditions(w, r, p) {
 			return 0
 		}
-		defer release()
 	}
 	switch r.Method {
 	case http.MethodOptions:

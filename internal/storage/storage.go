@@ -27,8 +27,8 @@
 // followed, one that leads outside Root (or is absolute) is refused with 403
 // on GET/HEAD/PUT and looks absent (404) to the WebDAV methods.
 //
-// Resources: a janitor goroutine (New to Close) removes the temp files a
-// crash left; running out of file descriptors answers 503 with
+// Resources: a janitor goroutine (New to Close) removes the temp files and
+// directories a crash left; running out of file descriptors answers 503 with
 // Retry-After; directory listings (PROPFIND Depth 1, GET) are streamed or
 // bounded by Config.MaxListings. See janitor.go, limits.go, propfind.go.
 //
@@ -87,10 +87,11 @@ type Config struct {
 	// format) is served on the same listener. Empty means "/metrics"; "-"
 	// turns it off. A file at that path under Root is shadowed.
 	MetricsPath string
-	// StaleUploadAge is how old (by mtime) an upload temp file
-	// (".lakefed-upload-*", left by a crash) must be before the janitor
-	// removes it, e.g. "1h" in YAML. Zero means DefaultStaleUploadAge (1 h);
-	// negative is an error. Temp files this process holds open are never
+	// StaleUploadAge is how old (by mtime; for a directory, the newest in
+	// its tree) a temp entry of an upload or a copy (".lakefed-upload-*",
+	// left by a crash) must be before the janitor removes it, e.g. "1h" in
+	// YAML. Zero means DefaultStaleUploadAge (1 h); negative is an error.
+	// Temp entries a live operation of this process uses are never
 	// removed, whatever their age (see janitor.go). The janitor sweeps
 	// Root once at start and then every quarter of this age (1 s to 15 min).
 	StaleUploadAge time.Duration
@@ -128,6 +129,7 @@ const (
 	shutdownTimeout   = 10 * time.Second
 	reservedPrefix    = httpx.ReservedPrefix // names the server keeps for itself
 	uploadPrefix      = reservedPrefix + "upload-"
+	keptPrefix        = reservedPrefix + "kept-" // a replaced destination a failed COPY could not put back (copy.go); never swept
 )
 
 // Server serves one directory over HTTP/WebDAV. Its methods are safe for
@@ -146,7 +148,8 @@ type Server struct {
 	dav         *webdav.Handler
 	locks       *davlock.Locks
 	sums        singleflight.Group // coalesces checksum computations per file
-	paths       pathLocks          // per-path lock of conditional writes (precond.go)
+	paths       pathLocks          // per-path lock of the methods that change a path (precond.go)
+	temps       tempOwners         // temp names live operations use (atomic.go)
 	handler     http.Handler
 	tpc         *tpcClient // HTTP third-party copy (tpc.go)
 	guarded     bool       // Guard was called: no fast path
@@ -161,11 +164,27 @@ type Server struct {
 	// writeChunk writes one chunk of an upload; tests replace it to
 	// inject errors such as ENOSPC.
 	writeChunk func(f *os.File, p []byte) (int, error)
+	// hooks stop operations where tests interleave them; nil in
+	// production.
+	hooks *testHooks
+}
+
+// testHooks are called, when set, at points where a test puts one
+// operation between the steps of another.
+type testHooks struct {
+	aside func() // install moved the destination aside (copy.go)
+	walk  func() // a janitor pass listed the sidecars and is about to walk Root
 }
 
 // New checks cfg and builds a Server. It returns every problem it finds at
 // once and never panics. log may be nil (slog.Default()).
 func New(cfg Config, log *slog.Logger) (*Server, error) {
+	return newServer(cfg, log, nil)
+}
+
+// newServer is New with hooks (nil in production), set before the
+// janitor starts.
+func newServer(cfg Config, log *slog.Logger, hooks *testHooks) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -247,6 +266,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		swept:       make(chan struct{}),
 		writeChunk:  (*os.File).Write,
 		tpc:         tpc,
+		hooks:       hooks,
 	}
 	s.locks = davlock.New(lockFiles{s}, log)
 	s.openBeneath()

@@ -38,10 +38,16 @@ type testServer struct {
 
 func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
+	return startHooked(t, cfg, nil)
+}
+
+// startHooked is startServer with hooks set before the server serves.
+func startHooked(t testing.TB, cfg Config, h *testHooks) *testServer {
+	t.Helper()
 	if cfg.Root == "" {
 		cfg.Root = t.TempDir()
 	}
-	s, err := New(cfg, slog.New(slog.DiscardHandler))
+	s, err := newServer(cfg, slog.New(slog.DiscardHandler), h)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

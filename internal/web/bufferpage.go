@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,7 +91,7 @@ func (d *Dashboard) serveBuffer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	st, hist := b.Status(), b.History()
+	st, hist := d.bufferStatus(r, b), b.History()
 	page := bufferPage{Now: now, Figures: bufferFigures(st), Samples: len(hist),
 		FailuresCapped: len(st.Failures) >= bufferFailuresShown, FailuresMax: bufferFailuresShown}
 	failing := map[string]int64{}
@@ -128,7 +129,7 @@ func (d *Dashboard) serveBufferPlot(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, badRequest("plot names end in .svg"))
 		return
 	}
-	plots, err := bufferPlots(b.Status(), b.History(), time.Now())
+	plots, err := bufferPlots(d.bufferStatus(r, b), b.History(), time.Now())
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -140,6 +141,16 @@ func (d *Dashboard) serveBufferPlot(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	httpx.WriteError(w, http.StatusNotFound, fmt.Sprintf("web: the buffer page has no plot %q", name))
+}
+
+// bufferStatus is b.Status(), less the failures of files Options.MayList
+// does not let r's caller list.
+func (d *Dashboard) bufferStatus(r *http.Request, b BufferSource) buffer.Status {
+	st := b.Status()
+	if d.o.MayList != nil {
+		st.Failures = slices.DeleteFunc(st.Failures, func(f buffer.Failure) bool { return !d.o.MayList(r, f.Path) })
+	}
+	return st
 }
 
 // bufferJSON is /ui/api/buffer: the buffer's own /api/buffer, the
@@ -155,7 +166,7 @@ func (d *Dashboard) apiBuffer(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	out := bufferJSON{Status: b.Status(), History: b.History()}
+	out := bufferJSON{Status: d.bufferStatus(r, b), History: b.History()}
 	if out.History == nil {
 		out.History = []buffer.Sample{}
 	}

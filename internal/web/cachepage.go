@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,7 +80,7 @@ func (d *Dashboard) serveCache(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	st, files := c.Status(), c.Files()
+	st, files := c.Status(), d.cacheFiles(r, c)
 	page := cachePage{Now: time.Now(), Status: st, Block: fmtBytes(st.BlockSize), Usage: usageRows(st.Usage),
 		Total: len(files)}
 	var reads, asked int64
@@ -112,7 +113,7 @@ func (d *Dashboard) serveCachePlot(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, badRequest("plot names end in .svg"))
 		return
 	}
-	plots, err := cachePlots(c.Files())
+	plots, err := cachePlots(d.cacheFiles(r, c))
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -124,6 +125,16 @@ func (d *Dashboard) serveCachePlot(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	httpx.WriteError(w, http.StatusNotFound, fmt.Sprintf("web: the cache page has no plot %q", name))
+}
+
+// cacheFiles is c.Files(), less the files Options.MayList does not let
+// r's caller list.
+func (d *Dashboard) cacheFiles(r *http.Request, c CacheSource) []cache.FilePattern {
+	files := c.Files()
+	if d.o.MayList == nil {
+		return files
+	}
+	return slices.DeleteFunc(files, func(f cache.FilePattern) bool { return !d.o.MayList(r, f.Path) })
 }
 
 // apiCache is /ui/api/cache: the cache's usage and group, as the cache's
@@ -145,7 +156,7 @@ func (d *Dashboard) apiCacheFiles(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	files := c.Files()
+	files := d.cacheFiles(r, c)
 	if files == nil {
 		files = []cache.FilePattern{}
 	}

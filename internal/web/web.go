@@ -74,6 +74,12 @@ type Options struct {
 	// no buffer page (404). As with Cache, leave it unset rather than
 	// setting a nil *buffer.Buffer.
 	Buffer BufferSource
+	// MayList reports whether the caller of r may list the path p (the
+	// auth rules' list permission, with the caller's identity in r's
+	// context). The cache and buffer pages, and their data under /ui/api,
+	// show only the files it allows: /ui passes the auth rules unguarded.
+	// Nil: every file is shown.
+	MayList func(r *http.Request, p string) bool
 	// Log receives errors of page rendering. Nil: slog.Default().
 	Log *slog.Logger
 	// PollInterval is how often Run samples the endpoints' latency.

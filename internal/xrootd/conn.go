@@ -61,9 +61,9 @@ type conn struct {
 	mu     sync.Mutex // guards the fields below
 	files  map[uint32]*file
 	nextFH uint32
-	token  string          // the last bearer token granted anything (tokenOf)
-	waits  map[string]int  // kXR_wait answers given, by request and path
-	held   map[string]held // closed uploads waiting for a kXR_mv, by path
+	token  string               // the last bearer token granted anything (tokenOf)
+	waits  map[string]time.Time // first kXR_wait of an outage, by request and path
+	held   map[string]held      // closed uploads waiting for a kXR_mv, by path
 }
 
 // errProtocol ends a connection whose byte stream cannot be trusted any
@@ -78,7 +78,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{
 		s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), ctx: ctx,
 		sem:   make(chan struct{}, s.opts.MaxInFlight),
-		files: map[uint32]*file{}, waits: map[string]int{}, held: map[string]held{},
+		files: map[uint32]*file{}, waits: map[string]time.Time{}, held: map[string]held{},
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	err := c.serve()
@@ -449,8 +449,8 @@ func (c *conn) sendError(sid [2]byte, code xrdproto.ServerErrorCode, msg string)
 
 // sendFailure answers a request that failed with err, by err's class:
 // endpoint.ErrNotFound is kXR_NotFound; endpoint.ErrUnavailable is
-// kXR_wait (MaxWaits times per request and path on this connection,
-// then kXR_ServerError) and never kXR_NotFound; a refusal is
+// kXR_wait (for OutageWait in all per request and path on this
+// connection, then kXR_ServerError) and never kXR_NotFound; a refusal is
 // kXR_ItExists, kXR_Unsupported, kXR_ArgInvalid for a bad path, else
 // refusedCode; anything else is kXR_ServerError. key names the request
 // for the wait count ("" when it must not wait: the answer would not
@@ -475,9 +475,9 @@ func (c *conn) sendFailure(sid [2]byte, key string, refusedCode xrdproto.ServerE
 		return c.sendError(sid, refusedCode, msg)
 	case errors.Is(err, endpoint.ErrUnavailable):
 		c.s.countError(classUnavailable)
-		if key != "" && c.mayWait(key) {
+		if secs := c.waitFor(key); secs > 0 {
 			body := make([]byte, 4, 4+len(msg))
-			binary.BigEndian.PutUint32(body, uint32(c.s.opts.WaitSeconds))
+			binary.BigEndian.PutUint32(body, uint32(secs))
 			return c.send(sid, uint16(xrdproto.Wait), append(body, msg...))
 		}
 		return c.sendError(sid, codeServerError, msg)
@@ -486,22 +486,36 @@ func (c *conn) sendFailure(sid [2]byte, key string, refusedCode xrdproto.ServerE
 	return c.sendError(sid, codeServerError, msg)
 }
 
-// maxWaitKeys bounds the wait counts one connection keeps.
+// maxWaitKeys bounds the outages one connection keeps the start of.
 const maxWaitKeys = 256
 
-// mayWait counts one more kXR_wait for key and reports whether it is
-// within MaxWaits.
-func (c *conn) mayWait(key string) bool {
-	if c.s.opts.MaxWaits < 0 {
-		return false
+// waitFor returns the seconds of the kXR_wait that answers key during an
+// outage: a fifth of OutageWait (at least 1 s), less near the end of the
+// bound, counted from key's first kXR_wait; 0 once the bound is used up
+// (then kXR_ServerError, and key's next request starts a new bound) or
+// when key is "".
+func (c *conn) waitFor(key string) int {
+	if key == "" {
+		return 0
 	}
+	bound := c.s.opts.OutageWait
+	now := c.s.opts.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.waits) >= maxWaitKeys {
-		clear(c.waits)
+	first, ok := c.waits[key]
+	if !ok {
+		if len(c.waits) >= maxWaitKeys {
+			clear(c.waits)
+		}
+		first = now
+		c.waits[key] = first
 	}
-	c.waits[key]++
-	return c.waits[key] <= c.s.opts.MaxWaits
+	secs := int(min(bound-now.Sub(first), max(bound/outageSteps, time.Second)) / time.Second)
+	if secs <= 0 {
+		delete(c.waits, key)
+		return 0
+	}
+	return secs
 }
 
 // answered forgets key's waits: the request got an answer.

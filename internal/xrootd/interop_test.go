@@ -2,6 +2,7 @@ package xrootd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"hash/adler32"
@@ -141,26 +142,50 @@ func TestXrdfs(t *testing.T) {
 			t.Errorf("xrdfs stat of a missing file: %v %q, want kXR_NotFound [3011]", err, out)
 		}
 	})
-	t.Run("outage", func(t *testing.T) {
-		ns2 := newFakeNS()
-		ns2.set("/f", []byte("x"))
-		ns2.down.Store(true)
-		s2, addr2 := startDoor(t, ns2, Options{WaitSeconds: 1, MaxWaits: 1})
-		start := time.Now()
-		out, err := run(t, nil, xrdfs, "root://"+addr2, "stat", "/f")
-		if err == nil || strings.Contains(out, "[3011]") || strings.Contains(strings.ToLower(out), "no such file") {
-			t.Errorf("xrdfs stat during an outage: %v %q, want an error that is not 'not found'", err, out)
+}
+
+// TestOutageBound: with xrdfs and xrdcp, an outage ends in kXR_ServerError
+// (never kXR_NotFound) within OutageWait and a little more (the clients'
+// own turns), with the default bound (5 s) and a configured one.
+func TestOutageBound(t *testing.T) {
+	xrdfs := testenv.Require(t, "xrdfs")
+	xrdcp := testenv.Require(t, "xrdcp")
+	const slack = 3 * time.Second
+	for _, c := range []struct {
+		name  string
+		bound time.Duration // 0: the default
+	}{{"default", 0}, {"2s", 2 * time.Second}} {
+		ns := newFakeNS()
+		ns.set("/f", []byte("x"))
+		ns.down.Store(true)
+		s, addr := startDoor(t, ns, Options{OutageWait: c.bound})
+		bound := cmp.Or(c.bound, DefaultOutageWait)
+		for _, cl := range []struct {
+			tool string
+			args []string
+		}{
+			{xrdfs, []string{"root://" + addr, "stat", "/f"}},
+			{xrdcp, []string{"-f", "root://" + addr + "//f", filepath.Join(t.TempDir(), "f")}},
+		} {
+			t.Run(c.name+"/"+filepath.Base(cl.tool), func(t *testing.T) {
+				start := time.Now()
+				out, err := run(t, nil, cl.tool, cl.args...)
+				took := time.Since(start)
+				if err == nil || strings.Contains(out, "[3011]") || strings.Contains(strings.ToLower(out), "no such file") {
+					t.Errorf("%s during an outage: %v %q, want an error that is not 'not found'", cl.tool, err, out)
+				}
+				if !strings.Contains(out, "[3012]") {
+					t.Errorf("%s during an outage = %q, want kXR_ServerError [3012] after the waits", cl.tool, out)
+				}
+				if took > bound+slack {
+					t.Errorf("%s during an outage took %v, want at most %v (OutageWait %v)", cl.tool, took.Round(time.Millisecond), bound+slack, bound)
+				}
+			})
 		}
-		if !strings.Contains(out, "[3012]") {
-			t.Errorf("xrdfs stat during an outage = %q, want kXR_ServerError [3012] after the wait", out)
+		if st := s.Stats(); st.Errors[classUnavailable] < 2 || st.Errors[classNotFound] != 0 {
+			t.Errorf("%s: door errors %+v, want waits then server errors, no notfound", c.name, st.Errors)
 		}
-		if st := s2.Stats(); st.Errors[classUnavailable] != 2 || st.Errors[classNotFound] != 0 {
-			t.Errorf("door stats %+v, want one wait and one server error, no notfound", st.Errors)
-		}
-		if took := time.Since(start); took > 10*time.Second {
-			t.Errorf("xrdfs stat during an outage took %v", took)
-		}
-	})
+	}
 }
 
 func TestRedirect(t *testing.T) {

@@ -124,7 +124,7 @@ func TestMetrics(t *testing.T) {
 
 func ExampleNew() {
 	var ns Namespace = newFakeNS() // the federator or the cache
-	door := New(ns, Options{WaitSeconds: 3})
+	door := New(ns, Options{OutageWait: 3 * time.Second})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return

@@ -14,9 +14,10 @@
 // tried (the tried= CGI); other files are served through Namespace.Open,
 // whose replica failover is the namespace's. A missing file is kXR_NotFound
 // at once; a namespace that cannot answer (endpoint.ErrUnavailable) gets
-// kXR_wait, a few times, then kXR_ServerError, and never kXR_NotFound: the
-// "not found that was an outage" and the ten-minute stall are the two
-// failures of the CMS AAA redirectors this door must not have.
+// kXR_wait for up to Options.OutageWait (5 s), then kXR_ServerError, and
+// never kXR_NotFound: the "not found that was an outage" and the
+// ten-minute stall are the two failures of the CMS AAA redirectors this
+// door must not have.
 //
 // The wire code is lakefed's own, written from XProtocol.hh with
 // encoding/binary and xrdproto's public constants; nothing was copied from
@@ -105,14 +106,16 @@ type Options struct {
 	Log *slog.Logger
 	// Registerer receives the lakefed_xroot_* metrics. Nil: none exported.
 	Registerer prometheus.Registerer
-	// WaitSeconds is the delay a kXR_wait asks a client to wait before it
-	// asks again, when the namespace is unavailable. Zero means 5.
-	WaitSeconds int
-	// MaxWaits is how many kXR_wait one connection gets for one request
-	// (same request and path) before the door answers kXR_ServerError
-	// instead: the client stops waiting for an outage that lasts. Zero
-	// means 3; negative means never wait, answer kXR_ServerError at once.
-	MaxWaits int
+	// OutageWait bounds how long the door keeps a client waiting for one
+	// request (the same request and path, on one connection) while the
+	// namespace is unavailable (endpoint.ErrUnavailable): it answers
+	// kXR_wait, of at most a fifth of the bound each (at least 1 s), until
+	// this much time has passed since the first such answer, then
+	// kXR_ServerError, never kXR_NotFound. The client stops waiting for
+	// an outage that lasts, and one that ends meanwhile costs it little.
+	// kXR_wait counts whole seconds, so a bound under 1 s means no wait:
+	// kXR_ServerError at once. Zero means DefaultOutageWait.
+	OutageWait time.Duration
 	// Advertise is the host:port locate answers give for the door itself
 	// (files it serves, directories). Empty: the connection's local address.
 	Advertise string
@@ -152,6 +155,9 @@ type Options struct {
 	// a connection still in plain TCP but kXR_protocol gets
 	// kXR_TLSRequired. Only with TLS.
 	RequireTLS bool
+	// now is the clock of OutageWait; nil: time.Now. Tests set it.
+	now func() time.Time
+
 	// Authorize decides each request that names a path: whether the
 	// bearer token the request's CGI carries in authz= ("Bearer%20<jwt>"
 	// or the bare JWT, as XrdCl and gfal2 send it) may do act (one of
@@ -169,6 +175,14 @@ type Options struct {
 	// neither read nor passed on.
 	Authorize func(ctx context.Context, token, act, p string) error
 }
+
+// DefaultOutageWait is Options.OutageWait when it is zero: xrdcp and
+// xrdfs give up on an outage after about this long.
+const DefaultOutageWait = 5 * time.Second
+
+// outageSteps is how many kXR_wait answers OutageWait is split into, at
+// most: a client asks again that often during the outage.
+const outageSteps = 5
 
 // The actions Authorize is asked about; they are the names package auth
 // gives them.
@@ -188,11 +202,11 @@ func (o *Options) fill() {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	if o.WaitSeconds <= 0 {
-		o.WaitSeconds = 5
+	if o.OutageWait == 0 {
+		o.OutageWait = DefaultOutageWait
 	}
-	if o.MaxWaits == 0 {
-		o.MaxWaits = 3
+	if o.now == nil {
+		o.now = time.Now
 	}
 	if o.TempDir == "" {
 		o.TempDir = os.TempDir()

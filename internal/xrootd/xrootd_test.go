@@ -347,38 +347,76 @@ func TestMissingIsNotFoundAtOnce(t *testing.T) {
 	}
 }
 
+// fakeClock is a clock the test moves (Options.now).
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestOutageIsWaitThenServerError: during an outage a request gets
+// kXR_wait of a fifth of OutageWait (at least 1 s), shorter near the end,
+// until OutageWait has passed since the first, then kXR_ServerError, never
+// kXR_NotFound; the next request starts a new bound, and once the
+// namespace is back the request is answered.
 func TestOutageIsWaitThenServerError(t *testing.T) {
 	ns := newFakeNS()
 	ns.set("/a/f", []byte("x"))
 	ns.down.Store(true)
-	s, addr := startDoor(t, ns, Options{WaitSeconds: 2, MaxWaits: 2})
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	s, addr := startDoor(t, ns, Options{OutageWait: 10 * time.Second, now: clock.now})
 	r := dialRaw(t, addr)
-	for i := range 2 {
-		st, body := r.answer(r.request(3017, pathParams(), []byte("/a/f")))
-		if st != 4005 {
+	stat := func() (int, []byte) { return r.answer(r.request(3017, pathParams(), []byte("/a/f"))) }
+	// 0 s: 2 s (a fifth); 2 s: 2 s; 8.5 s: 1 s (1.5 s left); 9.5 s: 0.5 s left, no wait.
+	for i, c := range []struct {
+		after time.Duration
+		secs  uint32 // 0: kXR_ServerError
+	}{{0, 2}, {2 * time.Second, 2}, {6500 * time.Millisecond, 1}, {time.Second, 0}, {0, 2}} {
+		clock.advance(c.after)
+		st, body := stat()
+		switch {
+		case c.secs > 0 && st != 4005:
 			t.Fatalf("stat #%d during an outage: status %d %q, want kXR_wait", i, st, body)
+		case c.secs > 0:
+			if secs := binary.BigEndian.Uint32(body); secs != c.secs {
+				t.Errorf("stat #%d: kXR_wait for %d s, want %d", i, secs, c.secs)
+			}
+		case st != 4003:
+			t.Fatalf("stat #%d: status %d, want kXR_error once OutageWait has passed", i, st)
+		default:
+			if se := xrdwire.ParseError(body); se.Code != 3012 {
+				t.Errorf("stat #%d: error %d %q, want kXR_ServerError (never kXR_NotFound)", i, se.Code, se.Message)
+			}
 		}
-		if secs := binary.BigEndian.Uint32(body); secs != 2 {
-			t.Errorf("kXR_wait for %d s, want 2", secs)
-		}
-	}
-	st, body := r.answer(r.request(3017, pathParams(), []byte("/a/f")))
-	if st != 4003 {
-		t.Fatalf("third stat: status %d, want kXR_error", st)
-	}
-	if se := xrdwire.ParseError(body); se.Code != 3012 {
-		t.Errorf("third stat: error %d %q, want kXR_ServerError (never kXR_NotFound)", se.Code, se.Message)
 	}
 	if got := s.Stats().Errors[classNotFound]; got != 0 {
 		t.Errorf("notfound errors = %d during an outage, want 0", got)
 	}
-	if got := s.Stats().Errors[classUnavailable]; got != 3 {
-		t.Errorf("unavailable errors = %d, want 3", got)
+	if got := s.Stats().Errors[classUnavailable]; got != 5 {
+		t.Errorf("unavailable errors = %d, want 5", got)
 	}
 	// The namespace is back: the same request is answered.
 	ns.down.Store(false)
-	if st, body := r.answer(r.request(3017, pathParams(), []byte("/a/f"))); st != 0 {
+	if st, body := stat(); st != 0 {
 		t.Errorf("stat after the outage: status %d %q, want kXR_ok", st, body)
+	}
+	// A bound under a second: kXR_ServerError at once.
+	ns.down.Store(true)
+	_, addr2 := startDoor(t, ns, Options{OutageWait: time.Millisecond})
+	r2 := dialRaw(t, addr2)
+	if st, body := r2.answer(r2.request(3017, pathParams(), []byte("/a/f"))); st != 4003 || xrdwire.ParseError(body).Code != 3012 {
+		t.Errorf("stat with OutageWait 1ms: status %d %q, want kXR_ServerError at once", st, body)
 	}
 }
 
