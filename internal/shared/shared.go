@@ -103,6 +103,9 @@ type Client struct {
 	node string
 
 	degraded atomic.Bool
+	// listening: the subscription to invalidations is in place; only
+	// then does this process join the membership.
+	listening atomic.Bool
 	// validUntil is the monotonic deadline of this member's lease, as
 	// time.Time (nil until the first successful join).
 	validUntil atomic.Pointer[time.Time]
@@ -274,6 +277,21 @@ func (c *Client) beat(ctx context.Context) {
 func (c *Client) renew(ctx context.Context) {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
+	if !c.listening.Load() {
+		// Not a member until it hears invalidations; whether Redis
+		// answers is still worth knowing (Degraded).
+		rctx, cancel := context.WithTimeout(ctx, c.opts.Lease/3)
+		err := c.rdb.Ping(rctx).Err()
+		cancel()
+		if err != nil {
+			if !c.degraded.Swap(true) {
+				c.log.Warn("redis unreachable: degraded, serving from this process's own state", "err", err)
+			}
+		} else if c.degraded.Swap(false) {
+			c.flush("redis reachable again")
+		}
+		return
+	}
 	must := "1"
 	if c.validUntil.Load() == nil {
 		must = "0" // joining
@@ -318,21 +336,51 @@ func (c *Client) renewLocked(ctx context.Context) {
 }
 
 // subscribe listens for invalidations and for the acknowledgements of
-// this member's own.
+// this member's own. A member is one only while it listens: when the
+// subscription breaks (Redis restarted, the connection dropped), it may
+// have missed invalidations, so it flushes and leaves the membership
+// (writers do not wait for it), and joins again once it listens again.
 func (c *Client) subscribe(ctx context.Context) {
 	ps := c.rdb.Subscribe(ctx, Key("inval"), Key("ack", c.node))
 	defer ps.Close()
-	ch := ps.Channel(redis.WithChannelSize(1024))
-	for {
+	go func() {
 		select {
 		case <-ctx.Done():
-			return
 		case <-c.done:
-			return
-		case m, ok := <-ch:
-			if !ok {
+		}
+		ps.Close() // ends a Receive in progress
+	}()
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			select {
+			case <-ctx.Done():
 				return
+			case <-c.done:
+				return
+			default:
 			}
+			if c.listening.Swap(false) {
+				c.leave("the subscription broke: " + err.Error())
+			}
+			t := time.NewTimer(c.opts.Lease / 10)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-c.done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" && m.Count == 2 {
+				c.listening.Store(true)
+			}
+		case *redis.Message:
 			if m.Channel == Key("inval") {
 				c.onInval(ctx, m.Payload)
 			} else {
@@ -340,6 +388,17 @@ func (c *Client) subscribe(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// leave flushes and leaves the membership: this process may have missed
+// invalidations.
+func (c *Client) leave(why string) {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	c.flush(why)
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Lease/3)
+	defer cancel()
+	c.rdb.ZRem(ctx, Key("members"), c.node)
 }
 
 // An invalidation's payload is "node seq\npath\npath...".
