@@ -755,3 +755,25 @@ func TestReservedNameRefused(t *testing.T) {
 		t.Errorf("PUT of a reserved name = %d, want 403", resp.StatusCode)
 	}
 }
+
+// TestNameTargetsRefuse: a name that is not UTF-8 is refused at once by
+// the storage role's own rule (httpx.CleanPath), not acknowledged and
+// then refused by the target forever; a UTF-8 name that is not ASCII is
+// taken and migrates.
+func TestNameTargetsRefuse(t *testing.T) {
+	site, siteEp, next := storageTarget(t, "site")
+	b, srv := start(t, fastRetry(Config{Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{siteEp}}}}), next, Options{})
+	if resp := put(t, srv.URL+"/d/%FF.root", []byte("latin-1 name")); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("PUT of a name that is not UTF-8 = %d, want 400", resp.StatusCode)
+	}
+	if st := b.Status(); st.HeldFiles != 0 {
+		t.Errorf("after the refused PUT the buffer holds %d files, want 0", st.HeldFiles)
+	}
+	if resp := put(t, srv.URL+"/d/%C3%A9t%C3%A9.root", []byte("utf-8 name")); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT of a UTF-8 name = %d, want 201", resp.StatusCode)
+	}
+	eventually(t, 10*time.Second, "the UTF-8 name did not migrate", func() bool { return b.Status().PendingFiles == 0 })
+	if got := readFile(t, site.Dir, "/d/été.root"); string(got) != "utf-8 name" {
+		t.Errorf("target holds %q", got)
+	}
+}

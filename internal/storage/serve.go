@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -162,10 +161,6 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return 0
 	}
-	if !utf8.ValidString(p) {
-		httpError(w, http.StatusBadRequest, "bad path: not valid UTF-8")
-		return 0
-	}
 	if reserved(p) {
 		httpError(w, http.StatusForbidden, "reserved name")
 		return 0
@@ -273,8 +268,6 @@ func (s *Server) checkDestination(r *http.Request, src string) (string, int, str
 		return "", http.StatusBadRequest, "destination: " + err.Error()
 	}
 	switch {
-	case !utf8.ValidString(dst):
-		return "", http.StatusBadRequest, "destination: bad path: not valid UTF-8"
 	case reserved(dst):
 		return "", http.StatusForbidden, "destination: reserved name"
 	case dst == "/" || src == "/":
