@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,13 +23,18 @@ import (
 //
 // Race: a check is only as good as its distance from the write. The check
 // and the write of one path run under that path's lock (pathLocks): PUT
-// takes it for its commit (re-check, rename), the WebDAV methods hold it
-// from the check to the end of the method when the request carries a
-// precondition. So two PUTs with If-Match of the same ETag cannot both
-// win, and a conditional DELETE cannot remove what a PUT just installed.
-// Writers that ignore the lock (an unconditional COPY or MOVE onto the
-// path, local processes) can still slip in between; the lock is per path,
-// so another name for the same file (a symlink) is another lock.
+// takes it for its commit (re-check, rename); DELETE, COPY and MOVE hold
+// it from their check to their end, always (they remove or replace files:
+// COPY and MOVE hold their Destination's too, and MOVE its source), and
+// MKCOL and PROPPATCH when the request carries a precondition. So two
+// PUTs with If-Match of the same ETag cannot both win, a conditional
+// DELETE cannot remove what a PUT just installed, and no DELETE can fall
+// between a conditional PUT's check and its rename: a PUT with If-Match
+// of the file a DELETE removes is refused with 412, never committed
+// after it (the write buffer's mover relies on that). Local processes
+// writing the directory ignore the lock; it is per path, so another name
+// for the same file (a symlink) is another lock, and a DELETE of a
+// directory does not take the locks of the files below it.
 
 // hasPreconditions reports whether h carries a header that a
 // state-changing method evaluates.
@@ -58,17 +64,23 @@ func mtimeOf(st *unix.Stat_t) time.Time { return time.Unix(st.Mtim.Sec, st.Mtim.
 // guardPreconditions evaluates the preconditions of a DELETE, MKCOL,
 // PROPPATCH, COPY or MOVE on the clean path p before the method runs. It
 // returns false after answering 412 (or an error); else a release the
-// caller runs when the method is done: with preconditions, p's lock is
-// held until then.
+// caller runs when the method is done. Until then the locks of p and of
+// also (a COPY's or MOVE's Destination) are held: always for DELETE,
+// COPY and MOVE, and for the others when the request carries a
+// precondition.
 //
 // RFC 9110 §13.2.1: preconditions are ignored when the request would fail
 // without them; on a missing resource only MKCOL (which creates it)
 // evaluates them, the others answer 404 as they would anyway.
-func (s *Server) guardPreconditions(w http.ResponseWriter, r *http.Request, p string) (func(), bool) {
-	if !hasPreconditions(r.Header) {
+func (s *Server) guardPreconditions(w http.ResponseWriter, r *http.Request, p string, also ...string) (func(), bool) {
+	replaces := r.Method == "DELETE" || r.Method == "COPY" || r.Method == "MOVE"
+	if !replaces && !hasPreconditions(r.Header) {
 		return func() {}, true
 	}
-	unlock := s.paths.lock(p)
+	unlock := s.paths.lock(append([]string{p}, also...)...)
+	if !hasPreconditions(r.Header) {
+		return unlock, true
+	}
 	var c current
 	err := s.statRel(rel(p), &c.st)
 	switch {
@@ -105,8 +117,27 @@ type pathLock struct {
 	refs int // guarded by pathLocks.mu
 }
 
-// lock locks p and returns its unlock.
-func (l *pathLocks) lock(p string) func() {
+// lock locks the paths ps and returns their unlock. Several are taken
+// in sorted order (duplicates once), so two requests locking the same
+// pair never wait for each other crosswise.
+func (l *pathLocks) lock(ps ...string) func() {
+	if len(ps) == 1 {
+		return l.lockOne(ps[0])
+	}
+	ps = slices.Compact(slices.Sorted(slices.Values(ps)))
+	unlocks := make([]func(), len(ps))
+	for i, p := range ps {
+		unlocks[i] = l.lockOne(p)
+	}
+	return func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+}
+
+// lockOne locks p and returns its unlock.
+func (l *pathLocks) lockOne(p string) func() {
 	l.mu.Lock()
 	if l.m == nil {
 		l.m = map[string]*pathLock{}

@@ -33,6 +33,7 @@ var (
 	hdrAllow       = []string{"OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, PROPPATCH, COPY, MOVE, LOCK, UNLOCK"}
 	hdrZero        = []string{"0"}
 	hdrMSAuthor    = []string{"DAV"}
+	hdrAtomic      = []string{"atomic"}
 )
 
 // respWriter records the status and body size for metrics and the access
@@ -192,8 +193,17 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 	switch r.Method {
 	case "DELETE", "MKCOL", "PROPPATCH", "COPY", "MOVE":
 		// RFC 9110 §13.2: If-Match and friends, evaluated once for every
-		// state-changing method (precond.go; PUT does its own).
-		release, ok := s.guardPreconditions(w, r, p)
+		// state-changing method (precond.go; PUT does its own), under the
+		// path locks that keep them atomic with the method.
+		var also []string
+		if r.Method == "COPY" || r.Method == "MOVE" {
+			if u, err := url.Parse(r.Header.Get("Destination")); err == nil {
+				if dst, err := httpx.CleanPath(u.Path); err == nil {
+					also = append(also, dst)
+				}
+			}
+		}
+		release, ok := s.guardPreconditions(w, r, p, also...)
 		if !ok {
 			return 0
 		}
@@ -312,6 +322,7 @@ func (s *Server) serveOptions(w http.ResponseWriter) {
 	h["Allow"] = hdrAllow
 	h["Ms-Author-Via"] = hdrMSAuthor
 	h["Accept-Ranges"] = hdrBytes
+	h[httpx.ConditionalPutHeader] = hdrAtomic // commit checks them under the path lock (put.go)
 	h["Content-Length"] = hdrZero
 	w.WriteHeader(http.StatusOK)
 }

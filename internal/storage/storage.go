@@ -161,6 +161,9 @@ type Server struct {
 	// writeChunk writes one chunk of an upload; tests replace it to
 	// inject errors such as ENOSPC.
 	writeChunk func(f *os.File, p []byte) (int, error)
+	// commitRename renames a PUT's temp file into place under the path
+	// lock (Root.Rename); tests replace it to hold a PUT at that point.
+	commitRename func(oldname, newname string) error
 }
 
 // New checks cfg and builds a Server. It returns every problem it finds at
@@ -248,6 +251,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		writeChunk:  (*os.File).Write,
 		tpc:         tpc,
 	}
+	s.commitRename = root.Rename
 	s.locks = davlock.New(lockFiles{s}, log)
 	s.openBeneath()
 	s.m = newMetrics(s.reg)
