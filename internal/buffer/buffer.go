@@ -104,10 +104,11 @@ type Options struct {
 	// Registerer gets the lakefed_buffer_* metrics. Nil: none exported.
 	Registerer prometheus.Registerer
 	// Forget, when set, is called with a path when the buffer stops
-	// answering for it (its local copy is retired), so a federator can
-	// drop what it cached about the path (a "not found" cached before the
-	// file was written would otherwise hide the migrated replicas). It
-	// must not block.
+	// answering for it (its local copy is retired, or its pending delete
+	// carried out) and when a DELETE of it is journaled, so a federator
+	// can drop what it cached about the path (a "not found" cached before
+	// the file was written would otherwise hide the migrated replicas),
+	// and a cache the blocks it kept. It must not block.
 	Forget func(path string)
 }
 
@@ -307,7 +308,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Buffer, error) {
 // and the directory fsynced, before the row is committed); it is logged
 // as the loss it would be and dropped, so that it does not retry forever.
 // Pending rows are queued again with no wait; targets they had verified
-// stay verified.
+// stay verified. Pending deletes (which have no file) are queued again
+// too, with the targets they were carried out on kept.
 func (b *Buffer) recover(ctx context.Context) error {
 	if err := removeAll(b.tmpDir); err != nil {
 		return fmt.Errorf("buffer: recover: %w", err)
@@ -345,8 +347,15 @@ func (b *Buffer) recover(ctx context.Context) error {
 			return fmt.Errorf("buffer: recover: %w", err)
 		}
 	}
-	pending := 0
+	pending, deletes := 0, 0
 	for _, e := range rows {
+		if e.deleting() {
+			if old := b.cur[e.path]; old == nil || old.seq < e.seq {
+				b.cur[e.path] = e
+				deletes++
+			}
+			continue
+		}
 		size, ok := onDisk[e.spool]
 		if !ok || size != e.size {
 			b.log.ErrorContext(ctx, "journaled file missing from the spool: dropped", "path", e.path,
@@ -369,8 +378,9 @@ func (b *Buffer) recover(ctx context.Context) error {
 			pending++
 		}
 	}
-	if removed > 0 || pending > 0 {
-		b.log.InfoContext(ctx, "buffer recovered", "pending", pending, "held", len(b.cur), "orphans_removed", removed)
+	if removed > 0 || pending > 0 || deletes > 0 {
+		b.log.InfoContext(ctx, "buffer recovered", "pending", pending, "pending_deletes", deletes,
+			"held", len(b.cur)-deletes, "orphans_removed", removed)
 	}
 	return nil
 }
