@@ -218,6 +218,7 @@ func TestWithProcesses(t *testing.T) {
 	bin := buildLakefed(t)
 	t.Run("DeleteWhileTargetDown", func(t *testing.T) { testDeleteWhileTargetDown(t, bin) })
 	t.Run("DeleteBehindMiddlebox", func(t *testing.T) { testDeleteBehindMiddlebox(t, bin) })
+	t.Run("NewerVersionBehindMiddlebox", func(t *testing.T) { testNewerVersionBehindMiddlebox(t, bin) })
 }
 
 // testDeleteWhileTargetDown: version 0 has migrated; the target is
@@ -271,13 +272,16 @@ func testDeleteWhileTargetDown(t *testing.T, bin string) {
 
 // middlebox stands between the buffer and its target like nginx with
 // proxy_request_buffering: it reads a PUT's whole body before it sends it
-// on, and sends it on even when the client has gone. While hold is set
-// it keeps a PUT's body until release is closed.
+// on, and sends it on even when the client has gone. When hold is set it
+// keeps the next PUT's body until release is closed; closing cut before
+// that drops the client's connection at once (the answer is lost), and
+// the body still goes on when released.
 type middlebox struct {
 	target  *url.URL
 	proxy   *httputil.ReverseProxy
 	hold    atomic.Bool
 	got     chan []byte // a held PUT's body, read whole
+	cut     chan struct{}
 	release chan struct{}
 	sent    chan int // the status the target gave a held PUT
 }
@@ -288,13 +292,13 @@ func newMiddlebox(t *testing.T, target string) *middlebox {
 		t.Fatal(err)
 	}
 	m := &middlebox{target: u, proxy: httputil.NewSingleHostReverseProxy(u),
-		got: make(chan []byte, 1), release: make(chan struct{}), sent: make(chan int, 1)}
+		got: make(chan []byte, 1), cut: make(chan struct{}), release: make(chan struct{}), sent: make(chan int, 1)}
 	m.proxy.ErrorLog = nil
 	return m
 }
 
 func (m *middlebox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPut || !m.hold.Load() {
+	if r.Method != http.MethodPut || !m.hold.CompareAndSwap(true, false) {
 		m.proxy.ServeHTTP(w, r)
 		return
 	}
@@ -304,7 +308,17 @@ func (m *middlebox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.got <- body
-	<-m.release
+	select {
+	case <-m.release:
+	case <-m.cut:
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+			}
+		}
+		<-m.release
+		w = nil
+	}
 	// The client may be gone by now; the upload goes on regardless.
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPut, m.target.ResolveReference(&url.URL{Path: r.URL.Path}).String(), bytes.NewReader(body))
 	if err != nil {
@@ -319,13 +333,17 @@ func (m *middlebox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		m.sent <- 0
-		http.Error(w, err.Error(), http.StatusBadGateway)
+		if w != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		}
 		return
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	m.sent <- resp.StatusCode
-	w.WriteHeader(resp.StatusCode)
+	if w != nil {
+		w.WriteHeader(resp.StatusCode)
+	}
 }
 
 // testDeleteBehindMiddlebox: version 0 has migrated. The mover's copy of
@@ -333,7 +351,10 @@ func (m *middlebox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // yet when a DELETE is answered (the federator deleted on the target
 // directly); the middlebox then delivers it. The deleted file must not
 // come back.
-func testDeleteBehindMiddlebox(t *testing.T, bin string) {
+// startMiddleboxWorld is startWorld with a middlebox between the
+// buffer and the storage role, after version 0 of /buf/f has migrated;
+// the next copy the mover sends is held in the middlebox, whole.
+func startMiddleboxWorld(t *testing.T, bin string) (*world, *middlebox) {
 	var mb *middlebox
 	w := startWorld(t, bin, func(storageURL string) string {
 		mb = newMiddlebox(t, storageURL)
@@ -348,38 +369,54 @@ func testDeleteBehindMiddlebox(t *testing.T, bin string) {
 		})
 		return srv.URL + "/"
 	})
-	v0, v1 := []byte("version 0"), []byte("version 1, held up in the middlebox")
-	if code, _ := w.do(http.MethodPut, "/buf/f", v0); code != http.StatusCreated {
+	if code, _ := w.do(http.MethodPut, "/buf/f", []byte("version 0")); code != http.StatusCreated {
 		t.Fatalf("PUT version 0 = %d", code)
 	}
 	w.settled("version 0 not migrated and retired")
-
 	mb.hold.Store(true)
+	return w, mb
+}
+
+// held waits for the middlebox to hold a copy of want, whole.
+func (m *middlebox) held(t *testing.T, want []byte) {
+	t.Helper()
+	select {
+	case got := <-m.got:
+		if !bytes.Equal(got, want) {
+			t.Fatalf("the middlebox got %q, want %q", got, want)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the mover's copy of %q never reached the middlebox", want)
+	}
+}
+
+// deliver lets the held copy go on to the target and waits for its
+// answer there.
+func (m *middlebox) deliver(t *testing.T) {
+	t.Helper()
+	close(m.release)
+	select {
+	case code := <-m.sent:
+		t.Logf("the target answered the held copy, delivered late, with %d", code)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the middlebox did not deliver the copy")
+	}
+}
+
+func testDeleteBehindMiddlebox(t *testing.T, bin string) {
+	w, mb := startMiddleboxWorld(t, bin)
+	v1 := []byte("version 1, held up in the middlebox")
 	if code, _ := w.do(http.MethodPut, "/buf/f", v1); code/100 != 2 {
 		t.Fatalf("PUT version 1 = %d", code)
 	}
-	select {
-	case got := <-mb.got:
-		if !bytes.Equal(got, v1) {
-			t.Fatalf("the middlebox got %q, want version 1", got)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the mover's copy of version 1 never reached the middlebox")
-	}
+	mb.held(t, v1)
 	if code, body := w.do(http.MethodDelete, "/buf/f", nil); code != http.StatusNoContent {
 		t.Fatalf("DELETE = %d %s, want 204", code, body)
 	}
 	if code, _ := w.do(http.MethodGet, "/buf/f", nil); code != http.StatusNotFound {
 		t.Errorf("GET after the DELETE = %d, want 404", code)
 	}
-	mb.hold.Store(false)
-	close(mb.release)
-	select {
-	case code := <-mb.sent:
-		t.Logf("the target answered the delivered copy of version 1 with %d", code)
-	case <-time.After(60 * time.Second):
-		t.Fatal("the middlebox did not deliver the copy")
-	}
+	mb.deliver(t)
 	eventually(t, 60*time.Second, "the deleted file came back on the target after the DELETE was answered 204", func() bool {
 		_, there := w.onTarget("/buf/f")
 		st, ok := w.status()
@@ -387,5 +424,39 @@ func testDeleteBehindMiddlebox(t *testing.T, bin string) {
 	})
 	if code, body := w.answer("/buf/f"); code != http.StatusNotFound {
 		t.Errorf("GET once settled = %d %q, want 404", code, strings.TrimSpace(string(body)))
+	}
+}
+
+// testNewerVersionBehindMiddlebox: the mover's copy of version 1 is held
+// whole in a middlebox when version 2 is written; the middlebox then
+// loses the copy's answer (it drops the connection), version 2 migrates,
+// and only then does the middlebox deliver version 1. Version 2 must be
+// what the target keeps: version 1's copy was conditional on version 0,
+// which is gone.
+func testNewerVersionBehindMiddlebox(t *testing.T, bin string) {
+	w, mb := startMiddleboxWorld(t, bin)
+	v1, v2 := []byte("version 1, held up in the middlebox"), []byte("version 2")
+	if code, _ := w.do(http.MethodPut, "/buf/f", v1); code/100 != 2 {
+		t.Fatalf("PUT version 1 = %d", code)
+	}
+	mb.held(t, v1)
+	if code, _ := w.do(http.MethodPut, "/buf/f", v2); code/100 != 2 {
+		t.Fatalf("PUT version 2 = %d", code)
+	}
+	if code, body := w.do(http.MethodGet, "/buf/f", nil); code != http.StatusOK || !bytes.Equal(body, v2) {
+		t.Errorf("GET after version 2 = %d %q", code, body)
+	}
+	close(mb.cut)
+	eventually(t, 60*time.Second, "version 2 did not migrate", func() bool {
+		got, _ := w.onTarget("/buf/f")
+		st, ok := w.status()
+		return bytes.Equal(got, v2) && ok && st.PendingFiles == 0 && st.HeldFiles == 0
+	})
+	mb.deliver(t)
+	if got, _ := w.onTarget("/buf/f"); !bytes.Equal(got, v2) {
+		t.Errorf("after version 1 was delivered late the target holds %q, want version 2", got)
+	}
+	if code, body := w.answer("/buf/f"); code != http.StatusOK || !bytes.Equal(body, v2) {
+		t.Errorf("GET once settled = %d %q, want version 2", code, body)
 	}
 }
