@@ -204,3 +204,35 @@ func TestOverlayDelete(t *testing.T) {
 		return os.IsNotExist(err) && b.Status().PendingDeletes == 0
 	})
 }
+
+// TestConditionalDelete: a DELETE's preconditions are the buffered
+// version's to meet, not the older one its target still holds.
+func TestConditionalDelete(t *testing.T) {
+	disk, _ := newPosix(t, "disk")
+	gated := &fake{Endpoint: disk, gate: make(chan struct{})}
+	defer close(gated.gate)
+	b, srv := start(t, Config{Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{gated}}}}, deleter(disk), Options{})
+	etag := put(t, srv.URL+"/f", []byte("buffered")).Header.Get("Etag")
+	for _, tc := range []struct {
+		hdr, val string
+		want     int
+	}{
+		{"If-Match", `"another"`, http.StatusPreconditionFailed},
+		{"If-None-Match", "*", http.StatusPreconditionFailed},
+		{"If-Match", etag, http.StatusNoContent},
+	} {
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/f", nil)
+		req.Header.Set(tc.hdr, tc.val)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("DELETE %s: %s = %d, want %d", tc.hdr, tc.val, resp.StatusCode, tc.want)
+		}
+	}
+	if st := b.Status(); st.HeldFiles != 0 || st.PendingDeletes != 1 {
+		t.Errorf("Status = %+v, want the file deleted", st)
+	}
+}

@@ -125,6 +125,10 @@ func (b *Buffer) serveGet(w http.ResponseWriter, r *http.Request, e *entry) {
 // removed too. Refusing with 503 instead would have been honest as well,
 // but would leave the client to retry what the buffer can hold. A second
 // DELETE while one is pending is 404.
+//
+// Preconditions (If-Match...; RFC 9110 §13.1) are the buffered version's
+// to meet, not the older one a target still holds: evaluated here (412),
+// and not sent on.
 func (b *Buffer) serveDelete(w http.ResponseWriter, r *http.Request, p string, pre *Prefix, next http.Handler) bool {
 	unlock := b.paths.lock(p)
 	defer unlock()
@@ -137,6 +141,16 @@ func (b *Buffer) serveDelete(w http.ResponseWriter, r *http.Request, p string, p
 	case e.deleting():
 		httpx.WriteError(w, http.StatusNotFound, "not found")
 		return true
+	}
+	if code := httpx.CheckPreconditions(r.Header, http.MethodDelete, `"`+e.etag()+`"`, e.mtime, true); code != 0 {
+		httpx.WriteError(w, code, http.StatusText(code))
+		return true
+	}
+	if r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Unmodified-Since") != "" {
+		r = r.Clone(r.Context())
+		for _, k := range []string{"If-Match", "If-None-Match", "If-Unmodified-Since"} {
+			r.Header.Del(k)
+		}
 	}
 	rec := &recorder{h: http.Header{}}
 	next.ServeHTTP(rec, r)
