@@ -4,6 +4,8 @@
 // its prefix, verifies size and adler32 there, and only then lets the
 // local copy go. Until then the buffer answers reads of the file itself,
 // so a client never sees an acknowledged file vanish or show old bytes.
+// A DELETE of a file it holds is journaled the same way and carried to
+// every target by the mover.
 //
 // The Russian data-lake prototype buffered on EOS disks and migrated with
 // EOS's converter: uploads were 1.8× faster, but about 10 % of the files
