@@ -157,6 +157,9 @@ func printBufferStatus(w io.Writer, st buffer.Status, now time.Time) error {
 	}
 	line("held on disk", "%s, %s (pending, and migrated files kept to be read locally)", count(st.HeldFiles, "file"),
 		byteSize(float64(st.HeldBytes)))
+	if st.PendingDeletes > 0 {
+		line("pending deletes", "%s (acknowledged, not yet carried out on every target)", count(st.PendingDeletes, "file"))
+	}
 	if st.MaxBytes > 0 {
 		line("disk used", "%s of %s (%.1f %%)", byteSize(float64(st.UsedBytes)), byteSize(float64(st.MaxBytes)),
 			100*float64(st.UsedBytes)/float64(st.MaxBytes))

@@ -264,17 +264,16 @@ func (b *Buffer) receive(ctx context.Context, f *os.File, body io.Reader, size i
 
 // preconditions evaluates a conditional PUT (If-Match, If-None-Match,
 // If-Unmodified-Since; RFC 9110 §13.2.2) against the current version:
-// the buffered one, else what the first target holds. It returns 0 to go
-// on, 412, or 503 when the target cannot say. The check and the commit
-// are not atomic: of two conditional PUTs racing on one path both may
-// pass (the storage role serializes them; the buffer does not yet).
+// the buffered one, nothing when a delete is pending, else what the first
+// target holds. It returns 0 to go on, 412, or 503 when the target cannot
+// say. servePut holds p's lock from here to the commit.
 func (b *Buffer) preconditions(r *http.Request, p string, pre *Prefix) int {
 	h := r.Header
 	if h.Get("If-Match") == "" && h.Get("If-None-Match") == "" && h.Get("If-Unmodified-Since") == "" {
 		return 0
 	}
 	in, exists := b.stat(p)
-	if !exists {
+	if !exists && !b.deleted(p) {
 		var err error
 		in, err = pre.Targets[0].Stat(r.Context(), p)
 		switch {
@@ -316,12 +315,12 @@ func (b *Buffer) conflict(p string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for q := parentOf(p); q != "/"; q = parentOf(q) {
-		if b.cur[q] != nil {
+		if e := b.cur[q]; e != nil && !e.deleting() {
 			return "a parent is a file"
 		}
 	}
-	for q := range b.cur {
-		if under(q, p) && q != p {
+	for q, e := range b.cur {
+		if under(q, p) && q != p && !e.deleting() {
 			return "target is a directory"
 		}
 	}

@@ -4,6 +4,8 @@
 // its prefix, verifies size and adler32 there, and only then lets the
 // local copy go. Until then the buffer answers reads of the file itself,
 // so a client never sees an acknowledged file vanish or show old bytes.
+// A DELETE of a file it holds is journaled the same way and carried to
+// every target by the mover.
 //
 // The Russian data-lake prototype buffered on EOS disks and migrated with
 // EOS's converter: uploads were 1.8× faster, but about 10 % of the files
@@ -105,12 +107,13 @@ type Options struct {
 	// Registerer gets the lakefed_buffer_* metrics. Nil: none exported.
 	Registerer prometheus.Registerer
 	// OnWrite, when set, is the process's write hook: it is called with
-	// a path when the buffer has taken a write of it (before the writer's
-	// answer) and when it stops answering for it (its local copy is
-	// retired), so that the federator and the cache drop what they hold
-	// of the path (a "not found" cached before the file was written
-	// would otherwise hide the migrated replicas; cached blocks would be
-	// of the old version). It must not block.
+	// a path when the buffer has taken a write or a DELETE of it (before
+	// the writer's answer), and when it stops answering for it (its local
+	// copy is retired, or its pending delete carried out), so that the
+	// federator and the cache drop what they hold of the path (a "not
+	// found" cached before the file was written would otherwise hide the
+	// migrated replicas; cached blocks would be of the old version). It
+	// must not block.
 	OnWrite func(path string)
 	// MayList reports whether the caller of r may list the path p (the
 	// auth rules' list permission). GET /api/buffer lists only the
@@ -315,7 +318,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Buffer, error) {
 // and the directory fsynced, before the row is committed); it is logged
 // as the loss it would be and dropped, so that it does not retry forever.
 // Pending rows are queued again with no wait; targets they had verified
-// stay verified.
+// stay verified. Pending deletes (which have no file) are queued again
+// too, with the targets they were carried out on kept.
 func (b *Buffer) recover(ctx context.Context) error {
 	if err := removeAll(b.tmpDir); err != nil {
 		return fmt.Errorf("buffer: recover: %w", err)
@@ -353,8 +357,15 @@ func (b *Buffer) recover(ctx context.Context) error {
 			return fmt.Errorf("buffer: recover: %w", err)
 		}
 	}
-	pending := 0
+	pending, deletes := 0, 0
 	for _, e := range rows {
+		if e.deleting() {
+			if old := b.cur[e.path]; old == nil || old.seq < e.seq {
+				b.cur[e.path] = e
+				deletes++
+			}
+			continue
+		}
 		size, ok := onDisk[e.spool]
 		if !ok || size != e.size {
 			b.log.ErrorContext(ctx, "journaled file missing from the spool: dropped", "path", e.path,
@@ -377,8 +388,9 @@ func (b *Buffer) recover(ctx context.Context) error {
 			pending++
 		}
 	}
-	if removed > 0 || pending > 0 {
-		b.log.InfoContext(ctx, "buffer recovered", "pending", pending, "held", len(b.cur), "orphans_removed", removed)
+	if removed > 0 || pending > 0 || deletes > 0 {
+		b.log.InfoContext(ctx, "buffer recovered", "pending", pending, "pending_deletes", deletes,
+			"held", len(b.cur)-deletes, "orphans_removed", removed)
 	}
 	return nil
 }

@@ -289,12 +289,14 @@ func TestTargetDownThenUp(t *testing.T) {
 	for i := range 20 {
 		put(t, fmt.Sprintf("%s/x/more%d", srv.URL, i), data)
 	}
-	p0 := f.puts.Load()
+	// A copy starts with a look at the target (the condition of its
+	// write), so a probe of a target that is down is a Stat.
+	p0 := f.puts.Load() + f.stats.Load()
 	time.Sleep(400 * time.Millisecond)
 	// Backoff is 5 ms doubling to 40 ms with jitter: at most ~40 probes
 	// in 400 ms with a few in parallel; 21 files each retrying on their
 	// own would make hundreds.
-	if n := f.puts.Load() - p0; n > 60 || n == 0 {
+	if n := f.puts.Load() + f.stats.Load() - p0; n > 60 || n == 0 {
 		t.Fatalf("%d copies tried in 400 ms while the target was down, want a few probes", n)
 	}
 	if st := b.Status(); st.PendingFiles != 21 || st.Targets[0].DownUntil.IsZero() && st.Targets[0].Failures == 0 {
@@ -757,5 +759,27 @@ func TestReservedNameRefused(t *testing.T) {
 	_, srv := start(t, Config{Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{disk}}}}, nil, Options{})
 	if resp := put(t, srv.URL+"/a/.lakefed-upload-x", []byte("x")); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("PUT of a reserved name = %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestNameTargetsRefuse: a name that is not UTF-8 is refused at once by
+// the storage role's own rule (httpx.CleanPath), not acknowledged and
+// then refused by the target forever; a UTF-8 name that is not ASCII is
+// taken and migrates.
+func TestNameTargetsRefuse(t *testing.T) {
+	site, siteEp, next := storageTarget(t, "site")
+	b, srv := start(t, fastRetry(Config{Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{siteEp}}}}), next, Options{})
+	if resp := put(t, srv.URL+"/d/%FF.root", []byte("latin-1 name")); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("PUT of a name that is not UTF-8 = %d, want 400", resp.StatusCode)
+	}
+	if st := b.Status(); st.HeldFiles != 0 {
+		t.Errorf("after the refused PUT the buffer holds %d files, want 0", st.HeldFiles)
+	}
+	if resp := put(t, srv.URL+"/d/%C3%A9t%C3%A9.root", []byte("utf-8 name")); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT of a UTF-8 name = %d, want 201", resp.StatusCode)
+	}
+	eventually(t, 10*time.Second, "the UTF-8 name did not migrate", func() bool { return b.Status().PendingFiles == 0 })
+	if got := readFile(t, site.Dir, "/d/été.root"); string(got) != "utf-8 name" {
+		t.Errorf("target holds %q", got)
 	}
 }

@@ -75,7 +75,7 @@ func crashChild(dir, targets, addrFile string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/buffer", b.StatusHandler())
-	mux.Handle("/", b.Wrap(http.FileServer(http.Dir(dirs[0]))))
+	mux.Handle("/", b.Wrap(federated(dirs)))
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -91,6 +91,35 @@ func crashChild(dir, targets, addrFile string) error {
 	return nil
 }
 
+// federated stands for the federator behind the child's buffer: a
+// DELETE removes the file from every target directory (204, or 404 when
+// none had it), anything else reads the first one.
+func federated(dirs []string) http.Handler {
+	files := http.FileServer(http.Dir(dirs[0]))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodDelete {
+			files.ServeHTTP(w, r)
+			return
+		}
+		found := false
+		for _, d := range dirs {
+			err := os.Remove(filepath.Join(d, filepath.FromSlash(r.URL.Path)))
+			switch {
+			case err == nil:
+				found = true
+			case !errors.Is(err, os.ErrNotExist):
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		if !found {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
 // crashWorld is the parent's side: the child it runs, and what the
 // writers had acknowledged.
 type crashWorld struct {
@@ -102,9 +131,10 @@ type crashWorld struct {
 	stdin        io.Closer
 
 	mu    sync.Mutex
-	acked map[string]string // path → adler32 of its last acknowledged version
+	acked map[string]string // path → adler32 of its last acknowledged version, "" once deleted
 	locks map[string]*sync.Mutex
 	puts  atomic.Int64 // acknowledged PUTs
+	dels  atomic.Int64 // acknowledged DELETEs
 	fails atomic.Int64 // PUTs that got no answer (the child died) and were sent again
 	reads atomic.Int64 // read-your-writes checks
 }
@@ -211,8 +241,42 @@ func (w *crashWorld) write(client *http.Client, p string, data []byte) bool {
 	}
 }
 
+// remove DELETEs p until the child answers, sending it again after a
+// kill; 204 or 404 (deleted before, or by the attempt a kill cut off)
+// acknowledge it gone.
+func (w *crashWorld) remove(client *http.Client, p string) {
+	for {
+		u := w.url(p)
+		if u == "" {
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
+		req, _ := http.NewRequest(http.MethodDelete, u, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			w.fails.Add(1)
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusNoContent, http.StatusNotFound:
+			w.mu.Lock()
+			w.acked[p] = ""
+			w.mu.Unlock()
+			w.dels.Add(1)
+			return
+		default:
+			w.t.Errorf("DELETE %s = %d", p, resp.StatusCode)
+			return
+		}
+	}
+}
+
 // check reads an acknowledged file through the child and compares it
-// with its last acknowledged version, unless a writer is at it.
+// with its last acknowledged version (404 once deleted), unless a
+// writer is at it.
 func (w *crashWorld) check(client *http.Client, p string) {
 	l := w.pathLock(p)
 	if !l.TryLock() {
@@ -236,19 +300,26 @@ func (w *crashWorld) check(client *http.Client, p string) {
 		return
 	}
 	w.reads.Add(1)
+	if want == "" {
+		if resp.StatusCode != http.StatusNotFound {
+			w.t.Errorf("read-your-deletes: GET %s = %d, want 404", p, resp.StatusCode)
+		}
+		return
+	}
 	if resp.StatusCode != 200 || httpx.Adler32Of(body) != want {
 		w.t.Errorf("read-your-writes: GET %s = %d, adler32 %s, want 200 and %s", p, resp.StatusCode, httpx.Adler32Of(body), want)
 	}
 }
 
 // TestCrashLoop: writers PUT files (new ones and new versions of old
-// ones) through a buffer in a child process that is killed with SIGKILL
-// at random moments (mid-upload, mid-journal, mid-migration,
-// mid-verification, mid-retirement) and started again, at least 50
-// times (10 with -short). Between kills, acknowledged files are read back
-// through it. At the end every acknowledged file is on the target with
-// the adler32 of its last acknowledged version, and nothing else is,
-// on each of two targets.
+// ones) and DELETE some through a buffer in a child process that is
+// killed with SIGKILL at random moments (mid-upload, mid-journal,
+// mid-migration, mid-verification, mid-retirement, mid-delete) and
+// started again, at least 50 times (10 with -short). Between kills,
+// acknowledged files are read back through it (404 once deleted). At the
+// end every acknowledged file is on the target with the adler32 of its
+// last acknowledged version, no deleted one is, and nothing else is, on
+// each of two targets.
 func TestCrashLoop(t *testing.T) {
 	kills := 50
 	if testing.Short() {
@@ -274,7 +345,11 @@ func TestCrashLoop(t *testing.T) {
 				}
 				l := w.pathLock(p)
 				l.Lock()
-				w.write(client, p, randBytes(r, n))
+				if r.IntN(6) == 0 {
+					w.remove(client, p)
+				} else {
+					w.write(client, p, randBytes(r, n))
+				}
 				l.Unlock()
 			}
 		})
@@ -317,7 +392,7 @@ func TestCrashLoop(t *testing.T) {
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
 		}
-		if err == nil && st.PendingFiles == 0 && st.HeldFiles == 0 {
+		if err == nil && st.PendingFiles == 0 && st.HeldFiles == 0 && st.PendingDeletes == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -333,6 +408,12 @@ func TestCrashLoop(t *testing.T) {
 	for _, target := range w.targets {
 		for p, want := range w.acked {
 			data, err := os.ReadFile(filepath.Join(target, filepath.FromSlash(p)))
+			if want == "" {
+				if !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("deleted %s is on target %s (%d bytes, %v)", p, target, len(data), err)
+				}
+				continue
+			}
 			if err != nil {
 				t.Errorf("acknowledged %s is not on target %s: %v", p, target, err)
 				continue
@@ -355,7 +436,7 @@ func TestCrashLoop(t *testing.T) {
 				return nil
 			}
 			rel, _ := filepath.Rel(target, path)
-			if _, ok := w.acked["/"+filepath.ToSlash(rel)]; !ok {
+			if sum := w.acked["/"+filepath.ToSlash(rel)]; sum == "" {
 				t.Errorf("target %s holds %s, which was never acknowledged", target, rel)
 			}
 			return nil
@@ -370,6 +451,9 @@ func TestCrashLoop(t *testing.T) {
 	if len(w.acked) == 0 || w.reads.Load() == 0 {
 		t.Fatalf("nothing was written (%d) or read back (%d)", len(w.acked), w.reads.Load())
 	}
-	t.Logf("%d kills; %d PUTs acknowledged, %d sent again after a kill; %d read-your-writes checks; %d files verified on 2 targets with the adler32 of their last acknowledged version",
-		kills, w.puts.Load(), w.fails.Load(), w.reads.Load(), verified)
+	if w.dels.Load() == 0 {
+		t.Fatal("nothing was deleted")
+	}
+	t.Logf("%d kills; %d PUTs and %d DELETEs acknowledged, %d sent again after a kill; %d read-your-writes checks; %d files verified on 2 targets with the adler32 of their last acknowledged version",
+		kills, w.puts.Load(), w.dels.Load(), w.fails.Load(), w.reads.Load(), verified)
 }

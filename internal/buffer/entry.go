@@ -13,8 +13,10 @@ import (
 	"github.com/lakefed/lakefed/internal/httpx"
 )
 
-// entry is one version of one path, mirroring its journal row. Fields
-// after the row's are guarded by Buffer.mu.
+// entry is one version of one path, mirroring its journal row: a file
+// (pending or migrated), or a pending delete (stateDeleting: no spool
+// file; the mover deletes the path on every target, then the row goes).
+// Fields after the row's are guarded by Buffer.mu.
 type entry struct {
 	seq        int64
 	path       string
@@ -42,11 +44,18 @@ type entry struct {
 	// the file goes once refs is zero.
 	gone    bool
 	removed bool
-	// cancel stops the entry's migration in flight; nil when none.
-	cancel context.CancelFunc
+	// mig is the entry's migration in flight; nil when none.
+	mig *migration
 	// retiring: a retirement is committing; not picked again.
 	retiring bool
+	// damaged says why the spool file no longer holds the acknowledged
+	// bytes (a whole read found another adler32), or "": such a file is
+	// neither served nor migrated (spool.go).
+	damaged string
 }
+
+// deleting reports whether e is a pending delete rather than a file.
+func (e *entry) deleting() bool { return e.state == stateDeleting }
 
 // info describes e as an endpoint would.
 func (e *entry) info() endpoint.Info {
@@ -76,7 +85,7 @@ func (b *Buffer) acquire(p string) *entry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.cur[p]
-	if e == nil {
+	if e == nil || e.deleting() {
 		return nil
 	}
 	e.refs++
@@ -91,7 +100,7 @@ func (b *Buffer) open(e *entry) (*os.File, error) { return os.Open(b.spoolPath(e
 func (b *Buffer) release(e *entry) {
 	b.mu.Lock()
 	e.refs--
-	rm := e.gone && e.refs == 0 && !e.removed
+	rm := e.gone && e.refs == 0 && !e.removed && !e.deleting()
 	if rm {
 		e.removed = true
 	}
@@ -108,8 +117,11 @@ func (b *Buffer) dropLocked(e *entry) bool {
 		delete(b.cur, e.path)
 	}
 	e.gone = true
-	if e.cancel != nil {
-		e.cancel()
+	if e.mig != nil {
+		e.mig.abort()
+	}
+	if e.deleting() {
+		return false // no file
 	}
 	if e.refs == 0 && !e.removed {
 		e.removed = true

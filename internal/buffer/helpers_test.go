@@ -42,12 +42,13 @@ func newPosix(t testing.TB, name string) (*posix.Endpoint, string) {
 // in summing to show it.
 type fake struct {
 	endpoint.Endpoint
-	down     atomic.Bool   // Put and Stat fail with ErrUnavailable
+	down     atomic.Bool   // Put, Stat and Delete fail with ErrUnavailable
 	corrupt  atomic.Int32  // the next N Puts store one byte flipped
 	truncate atomic.Int32  // the next N Puts store half the bytes
 	gate     chan struct{} // when set, Put waits for it to close (or ctx)
 	started  chan string   // when set, Put sends its path once it is called
 	puts     atomic.Int32  // Puts called
+	stats    atomic.Int32  // Stats called
 	mu       sync.Mutex
 	stored   []string // adler32 of each Put that completed, in order
 }
@@ -95,12 +96,20 @@ func (f *fake) Put(ctx context.Context, p string, r io.Reader, size int64) error
 }
 
 func (f *fake) Stat(ctx context.Context, p string) (endpoint.Info, error) {
+	f.stats.Add(1)
 	if f.down.Load() {
 		return endpoint.Info{}, fmt.Errorf("fake stat: %w", endpoint.ErrUnavailable)
 	}
 	in, err := f.Endpoint.Stat(ctx, p)
 	in.Checksums = nil // only what Checksum would say, and this fake has none
 	return in, err
+}
+
+func (f *fake) Delete(ctx context.Context, p string) error {
+	if f.down.Load() {
+		return fmt.Errorf("fake delete: %w", endpoint.ErrUnavailable)
+	}
+	return f.Endpoint.Delete(ctx, p)
 }
 
 func (f *fake) storedSums() []string {

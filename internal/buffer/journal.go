@@ -22,6 +22,14 @@ import (
 //  6. row gone       DELETE (retired, or superseded by a newer version).
 //  7. data/S gone    os.Remove once no reader holds it, fsync data/.
 //
+// A DELETE of a path the buffer holds is a row too (state 2, no file in
+// data/): its INSERT deletes the path's older rows in the same
+// transaction, like a new version's, and only then is the DELETE
+// answered. Step 4 is then one UPDATE per target the path was deleted on
+// (or found missing), and step 6 the row's DELETE once every target is
+// done. A kill -9 anywhere leaves either the older version (not yet
+// answered) or the pending delete, which recovery queues again.
+//
 // Recovery (Buffer.recover): a file in tmp/ is from step 1 (never
 // acknowledged), a file in data/ without a row from step 2 or 6 (never
 // acknowledged, or retired): both removed. A pending row is queued again;
@@ -51,7 +59,7 @@ CREATE TABLE IF NOT EXISTS files (
 	adler32 TEXT NOT NULL,
 	md5 TEXT NOT NULL DEFAULT '',
 	mtime INTEGER NOT NULL,                -- accepted at, unix ns
-	state INTEGER NOT NULL,                -- 0 pending, 1 migrated
+	state INTEGER NOT NULL,                -- 0 pending, 1 migrated, 2 delete pending (no spool file)
 	migrated_at INTEGER NOT NULL DEFAULT 0,
 	attempts INTEGER NOT NULL DEFAULT 0,
 	last_error TEXT NOT NULL DEFAULT ''
@@ -67,8 +75,13 @@ CREATE TABLE IF NOT EXISTS targets (
 
 // Row states.
 const (
-	statePending  = 0
+	// statePending is a file not yet verified on every target.
+	statePending = 0
+	// stateMigrated is a file verified on every target, kept to be read.
 	stateMigrated = 1
+	// stateDeleting is a DELETE acknowledged but not yet carried out on
+	// every target: the path is gone for readers of the buffer.
+	stateDeleting = 2
 )
 
 // journal is the SQLite database of the buffer's files.
@@ -99,9 +112,10 @@ func openJournal(ctx context.Context, file string) (*journal, error) {
 
 func (j *journal) close() error { return j.db.Close() }
 
-// insert commits e as the newest version of its path with its targets,
-// deleting the path's older rows (their files are the caller's to
-// remove). It sets e.seq and reports whether an older version was there.
+// insert commits e (a file, or a pending delete) as the newest version
+// of its path with its targets, deleting the path's older rows (their
+// files are the caller's to remove). It sets e.seq and reports whether an
+// older version was there.
 func (j *journal) insert(ctx context.Context, e *entry) (replaced bool, err error) {
 	tx, err := j.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -118,7 +132,7 @@ func (j *journal) insert(ctx context.Context, e *entry) (replaced bool, err erro
 	}
 	n, _ := res.RowsAffected()
 	res, err = tx.ExecContext(ctx, "INSERT INTO files (path, spool, size, adler32, md5, mtime, state) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		e.path, e.spool, e.size, e.adler, e.md5, e.mtime.UnixNano(), statePending)
+		e.path, e.spool, e.size, e.adler, e.md5, e.mtime.UnixNano(), e.state)
 	if err != nil {
 		return false, fmt.Errorf("buffer: journal insert: %w", err)
 	}
@@ -174,7 +188,7 @@ func (j *journal) retire(ctx context.Context, seq int64) (bool, error) {
 }
 
 // remove deletes seq whatever its state: a row dropped by recovery, or a
-// file deleted by its client.
+// pending delete carried out on every target.
 func (j *journal) remove(ctx context.Context, seq int64) error {
 	if _, err := j.db.ExecContext(ctx, "DELETE FROM files WHERE seq = ?", seq); err != nil {
 		return fmt.Errorf("buffer: journal: remove: %w", err)

@@ -20,10 +20,16 @@ import (
 // or Close is called; it returns once every migration it started has
 // stopped. Call it once.
 //
-// The mover starts up to Config.Parallel migrations at a time, oldest
-// version first, never two of one path at once: a newer version waits
-// for the older's copy to stop (a newer PUT cancels it), so an older copy
-// can never land on a target after a newer one.
+// The mover starts up to Config.Parallel migrations at a time (copies of
+// pending files, and pending deletes carried to the targets), oldest
+// first, never two of one path at once: what comes next for a path waits
+// for the migration in flight to end. A newer version or a DELETE stops
+// a copy still sending its body, and waits for the target's answer to
+// one that has sent it all (see migration), so an older copy never lands
+// on a target after a newer version or a delete. Where the target can
+// (endpoint.ConditionalPutter), a copy also commits only on top of what
+// the mover saw there before it started: a late or foreign write in
+// between makes it fail (and look again) rather than overwrite.
 func (b *Buffer) Run(ctx context.Context) {
 	b.runs.Add(1)
 	defer b.runs.Done()
@@ -78,17 +84,18 @@ func (b *Buffer) Run(ctx context.Context) {
 	}
 }
 
-// pick chooses the next pending version to migrate and marks it in
-// flight (with a reference on its file, its path busy, and a cancel
-// that a newer version or a DELETE calls), or returns nil and the time
-// the earliest waiting one is due (zero: none waits).
+// pick chooses the next pending version (or pending delete) to migrate
+// and marks it in flight (with a reference on its file, its path busy,
+// and a migration that a newer version or a DELETE aborts), or returns
+// nil and the time the earliest waiting one is due (zero: none waits).
+// A damaged file is not picked.
 func (b *Buffer) pick(ctx context.Context, now time.Time) (*entry, context.Context, time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var best *entry
 	var due time.Time
 	for _, e := range b.cur {
-		if e.state != statePending || e.cancel != nil || b.moving[e.path] {
+		if e.state == stateMigrated || e.mig != nil || e.damaged != "" || b.moving[e.path] {
 			continue
 		}
 		at := e.nextTry
@@ -111,7 +118,7 @@ func (b *Buffer) pick(ctx context.Context, now time.Time) (*entry, context.Conte
 	best.refs++
 	b.moving[best.path] = true
 	mctx, cancel := context.WithCancel(ctx)
-	best.cancel = cancel
+	best.mig = &migration{cancel: cancel, handed: best.deleting()}
 	return best, mctx, time.Time{}
 }
 
@@ -120,7 +127,7 @@ func (b *Buffer) pick(ctx context.Context, now time.Time) (*entry, context.Conte
 // any failure schedules a retry. mctx is the one pick made for it.
 func (b *Buffer) migrate(mctx context.Context, e *entry) {
 	b.mu.Lock()
-	cancel := e.cancel
+	mig := e.mig
 	superseded := e.gone
 	todo := make([]string, 0, len(e.targets))
 	for _, t := range e.targets {
@@ -130,15 +137,19 @@ func (b *Buffer) migrate(mctx context.Context, e *entry) {
 	}
 	b.mu.Unlock()
 	defer func() {
-		cancel()
+		mig.cancel()
 		b.mu.Lock()
-		e.cancel = nil
+		e.mig = nil
 		delete(b.moving, e.path)
 		b.mu.Unlock()
 		b.release(e)
 		b.kick() // a newer version of the path may be waiting for this one
 	}()
 	if superseded {
+		return
+	}
+	if e.deleting() {
+		b.carryDelete(mctx, e, todo)
 		return
 	}
 	var firstErr error
@@ -157,10 +168,14 @@ func (b *Buffer) migrate(mctx context.Context, e *entry) {
 		if ep == nil {
 			err = fmt.Errorf("target %q is not configured any more: %w", name, endpoint.ErrRefused)
 		} else {
-			err = b.copyTo(mctx, e, ep)
+			err = b.copyTo(mctx, e, ep, mig)
+			mig.answered()
 		}
-		if mctx.Err() != nil {
+		if mctx.Err() != nil || b.isGone(e) {
 			return // superseded, deleted or stopping: not a failure
+		}
+		if b.isDamaged(e) {
+			return // damaged reported it; the file waits for its client
 		}
 		b.targetAnswered(name, err)
 		if err == nil {
@@ -334,14 +349,41 @@ func (e *VerifyError) Error() string {
 	return fmt.Sprintf("verify on %s: %s is %s, want %s", e.Target, e.Kind, e.Got, e.Want)
 }
 
+// isGone reports whether e is no longer its path's version (a newer one,
+// or a delete, took its place while its copy ran on).
+func (b *Buffer) isGone(e *entry) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return e.gone
+}
+
+// isDamaged reports whether e's spool file was found damaged.
+func (b *Buffer) isDamaged(e *entry) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return e.damaged != ""
+}
+
 // copyTo copies e to ep with transfer.Copy (which checks the bytes read
 // against the journal's adler32 as they stream, and ep's own adler32
 // after, when ep offers one) and verifies the result: ep's size always,
 // and its adler32 by reading the file back when ep offered none.
-func (b *Buffer) copyTo(ctx context.Context, e *entry, ep endpoint.Endpoint) error {
-	src := &spoolSource{b: b, e: e}
+//
+// The copy is conditional on what ep held at the path just before
+// (transfer.Options.Cond): the file seen there, by its ETag, or nothing.
+// Where ep evaluates that with its commit (a lakefed storage role, a
+// local directory), a write that lands on the path in between (a copy of
+// an older version whose answer was lost, a DELETE, a foreign writer)
+// makes this one fail with endpoint.ErrPrecondition instead of being
+// overwritten or undone; the next attempt looks again.
+func (b *Buffer) copyTo(ctx context.Context, e *entry, ep endpoint.Endpoint, mig *migration) error {
+	cond, err := condOf(ctx, ep, e.path)
+	if err != nil {
+		return err
+	}
+	src := &spoolSource{b: b, e: e, mig: mig}
 	info := e.info()
-	res, err := transfer.Copy(ctx, src, ep, e.path, e.path, transfer.Options{SourceInfo: &info})
+	res, err := transfer.Copy(ctx, src, ep, e.path, e.path, transfer.Options{SourceInfo: &info, Cond: cond})
 	if err != nil {
 		return err
 	}
@@ -374,6 +416,85 @@ func (b *Buffer) copyTo(ctx context.Context, e *entry, ep endpoint.Endpoint) err
 	return nil
 }
 
+// condOf is the condition of a copy to ep's path p: what is there now,
+// by its ETag (none when ep gives none), or nothing there.
+func condOf(ctx context.Context, ep endpoint.Endpoint, p string) (*endpoint.Cond, error) {
+	in, err := ep.Stat(ctx, p)
+	switch {
+	case errors.Is(err, endpoint.ErrNotFound):
+		return &endpoint.Cond{IfNoneMatch: true}, nil
+	case err != nil:
+		return nil, fmt.Errorf("look at %s before the copy: %w", ep.Name(), err)
+	case in.IsDir || in.ETag == "":
+		return nil, nil // the Put refuses a directory; no ETag, no condition
+	}
+	return &endpoint.Cond{IfMatch: in.ETag}, nil
+}
+
+// carryDelete deletes the pending delete e's path on each target in todo
+// not held off (a missing file counts as deleted), records each, and
+// once every target is done removes e's row: the path is then what the
+// targets say (nothing). A failure schedules a retry, as for a copy.
+func (b *Buffer) carryDelete(ctx context.Context, e *entry, todo []string) {
+	var firstErr error
+	var failTarget string
+	var heldUntil time.Time
+	for _, name := range todo {
+		if until := b.heldUntil(name, time.Now()); !until.IsZero() {
+			if heldUntil.IsZero() || until.Before(heldUntil) {
+				heldUntil = until
+			}
+			continue
+		}
+		var err error
+		if ep := b.targets[name]; ep == nil {
+			err = fmt.Errorf("target %q is not configured any more: %w", name, endpoint.ErrRefused)
+		} else if err = ep.Delete(ctx, e.path); errors.Is(err, endpoint.ErrNotFound) {
+			err = nil
+		}
+		if ctx.Err() != nil {
+			return // stopping
+		}
+		b.targetAnswered(name, err)
+		if err == nil {
+			err = b.j.targetDone(context.WithoutCancel(ctx), e.seq, name)
+		}
+		if err != nil {
+			b.m.failures.WithLabelValues(name, reasonOf(err)).Inc()
+			b.stats.failure(name, err)
+			if firstErr == nil {
+				firstErr, failTarget = err, name
+			}
+			continue
+		}
+		b.mu.Lock()
+		e.done[name] = true
+		b.mu.Unlock()
+	}
+	switch {
+	case firstErr != nil:
+		b.failed(ctx, e, failTarget, firstErr)
+		return
+	case !heldUntil.IsZero():
+		b.mu.Lock()
+		e.nextTry = heldUntil
+		b.mu.Unlock()
+		return
+	}
+	if err := b.j.remove(context.WithoutCancel(ctx), e.seq); err != nil {
+		b.failed(ctx, e, "", err)
+		return
+	}
+	b.mu.Lock()
+	if b.cur[e.path] == e {
+		delete(b.cur, e.path)
+	}
+	e.gone = true
+	b.mu.Unlock()
+	b.log.Debug("deleted on every target", "path", e.path, "targets", len(e.targets))
+	b.wrote(e.path)
+}
+
 // badCopy removes a copy that failed verification (best effort: the
 // next attempt replaces it anyway), so that nobody reading the target
 // directly gets it meanwhile, and returns err.
@@ -400,6 +521,8 @@ func reasonOf(err error) string {
 		return "verify_adler32"
 	case errors.As(err, &se):
 		return "local_size"
+	case errors.Is(err, endpoint.ErrPrecondition):
+		return "changed_on_target"
 	case errors.Is(err, endpoint.ErrNotFound):
 		return "not_found"
 	case errors.Is(err, endpoint.ErrRefused):
@@ -446,10 +569,13 @@ func (b *Buffer) nextRetirement(now time.Time) time.Duration {
 }
 
 // spoolSource is the buffered file as the source endpoint of a copy: it
-// can only describe and read that one file.
+// can only describe and read that one file. A whole read is checked
+// against the journal's adler32 and asks the migration before it hands
+// over the last bytes (sumCheck).
 type spoolSource struct {
-	b *Buffer
-	e *entry
+	b   *Buffer
+	e   *entry
+	mig *migration
 }
 
 func (s *spoolSource) Name() string { return "buffer" }
@@ -464,7 +590,11 @@ func (s *spoolSource) Open(ctx context.Context, p string, off, n int64) (io.Read
 	if n < 0 || off+n > s.e.size {
 		n = s.e.size - off
 	}
-	return &spoolReader{f: f, r: io.NewSectionReader(f, off, n), ver: s.e.info()}, nil
+	r := &spoolReader{f: f, r: io.NewSectionReader(f, off, n), ver: s.e.info()}
+	if off == 0 && n == s.e.size {
+		r.check = s.b.newSumCheck(s.e, s.mig.handOver)
+	}
+	return r, nil
 }
 
 func (s *spoolSource) List(context.Context, string) ([]endpoint.Info, error) {
@@ -476,14 +606,3 @@ func (s *spoolSource) Put(context.Context, string, io.Reader, int64) error {
 func (s *spoolSource) Delete(context.Context, string) error { return endpoint.ErrUnsupported }
 func (s *spoolSource) Mkdir(context.Context, string) error  { return endpoint.ErrUnsupported }
 func (s *spoolSource) Probe(context.Context) error          { return nil }
-
-// spoolReader reads a range of a spool file; it says which version.
-type spoolReader struct {
-	f   *os.File
-	r   io.Reader
-	ver endpoint.Info
-}
-
-func (r *spoolReader) Read(p []byte) (int, error) { return r.r.Read(p) }
-func (r *spoolReader) Close() error               { return r.f.Close() }
-func (r *spoolReader) Version() endpoint.Info     { return r.ver }

@@ -39,9 +39,17 @@ var (
 
 func (o *overlay) Name() string { return o.origin.Name() }
 
+// deletedErr is what a read of a path with a pending delete gets.
+func deletedErr(op, p string) error {
+	return &endpoint.OpError{Kind: "buffer", Op: op, Path: p, Err: fmt.Errorf("%w: deleted", endpoint.ErrNotFound)}
+}
+
 func (o *overlay) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	if in, ok := o.b.stat(p); ok {
 		return in, nil
+	}
+	if o.b.deleted(p) {
+		return endpoint.Info{}, deletedErr("stat", p)
 	}
 	in, err := o.origin.Stat(ctx, p)
 	if errors.Is(err, endpoint.ErrNotFound) && len(o.b.children(p)) > 0 {
@@ -55,13 +63,19 @@ func (o *overlay) List(ctx context.Context, dir string) ([]endpoint.Info, error)
 	if _, ok := o.b.stat(dir); ok {
 		return nil, &endpoint.OpError{Kind: "buffer", Op: "list", Path: dir, Err: fmt.Errorf("%w: not a directory", endpoint.ErrRefused)}
 	}
-	kids := o.b.children(dir)
+	if o.b.deleted(dir) {
+		return nil, deletedErr("list", dir)
+	}
+	kids, gone := o.b.children(dir), o.b.deletedIn(dir)
 	items, err := o.origin.List(ctx, dir)
 	if err != nil {
 		if len(kids) > 0 && errors.Is(err, endpoint.ErrNotFound) {
 			return kids, nil
 		}
 		return nil, err
+	}
+	if len(gone) > 0 {
+		items = slices.DeleteFunc(items, func(it endpoint.Info) bool { return gone[it.Name] })
 	}
 	if len(kids) == 0 {
 		return items, nil
@@ -86,7 +100,17 @@ func (o *overlay) List(ctx context.Context, dir string) ([]endpoint.Info, error)
 func (o *overlay) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
 	e := o.b.acquire(p)
 	if e == nil {
+		if o.b.deleted(p) {
+			return nil, deletedErr("open", p)
+		}
 		return o.origin.Open(ctx, p, off, n)
+	}
+	o.b.mu.Lock()
+	damaged := e.damaged
+	o.b.mu.Unlock()
+	if damaged != "" {
+		o.b.release(e)
+		return nil, &endpoint.OpError{Kind: "buffer", Op: "open", Path: p, Err: fmt.Errorf("%w: %s", endpoint.ErrUnavailable, damaged)}
 	}
 	if off < 0 || off > e.size {
 		o.b.release(e)
@@ -101,10 +125,14 @@ func (o *overlay) Open(ctx context.Context, p string, off, n int64) (io.ReadClos
 	if n < 0 || off+n > e.size {
 		n = e.size - off
 	}
-	return &overlayReader{
+	r := &overlayReader{
 		spoolReader: spoolReader{f: f, r: io.NewSectionReader(f, off, n), ver: e.info()},
 		release:     func() { o.b.release(e) },
-	}, nil
+	}
+	if off == 0 && n == e.size {
+		r.check = o.b.newSumCheck(e, nil)
+	}
+	return r, nil
 }
 
 // overlayReader holds its version's file until closed.
@@ -125,6 +153,9 @@ func (r *overlayReader) Close() error {
 }
 
 func (o *overlay) Checksum(ctx context.Context, p, algo string) (string, error) {
+	if o.b.deleted(p) {
+		return "", deletedErr("checksum", p)
+	}
 	if in, ok := o.b.stat(p); ok {
 		if v, ok := in.Checksums[algo]; ok {
 			return v, nil
@@ -184,16 +215,38 @@ func (o *overlay) Put(ctx context.Context, p string, r io.Reader, size int64) er
 	return fail(endpoint.ErrUnavailable, msg)
 }
 
-// Delete drops the buffered versions of p (their migration stops), then
-// deletes p on origin; origin's "not found" is success when the buffer
-// held the only copy.
+// Delete of a path the buffer holds is the buffer's DELETE (see
+// serveDelete): origin's delete first; when it deleted, found nothing or
+// could not reach a target, a pending delete is journaled, which the
+// mover carries to the targets, and Delete returns nil (the path is gone
+// for every reader of the buffer); a refusal is returned and changes
+// nothing. A path with a pending delete is not found. Other paths go to
+// origin.
 func (o *overlay) Delete(ctx context.Context, p string) error {
-	dropped := o.b.drop(ctx, p)
-	err := o.origin.Delete(ctx, p)
-	if dropped && errors.Is(err, endpoint.ErrNotFound) {
-		return nil
+	pre := o.b.prefixOf(p)
+	if pre == nil {
+		return o.origin.Delete(ctx, p)
 	}
-	return err
+	unlock := o.b.paths.lock(p)
+	defer unlock()
+	o.b.mu.Lock()
+	e := o.b.cur[p]
+	o.b.mu.Unlock()
+	switch {
+	case e == nil:
+		return o.origin.Delete(ctx, p)
+	case e.deleting():
+		return deletedErr("delete", p)
+	}
+	err := o.origin.Delete(ctx, p)
+	if class := endpoint.Class(err); class == endpoint.ErrRefused {
+		return err
+	}
+	if jerr := o.b.markDeleted(ctx, p, pre); jerr != nil {
+		o.b.log.ErrorContext(ctx, "journal a delete", "path", p, "err", jerr)
+		return &endpoint.OpError{Kind: "buffer", Op: "delete", Path: p, Err: fmt.Errorf("%w: cannot journal the delete", endpoint.ErrUnavailable)}
+	}
+	return nil
 }
 
 func (o *overlay) Mkdir(ctx context.Context, p string) error { return o.origin.Mkdir(ctx, p) }
@@ -202,7 +255,7 @@ func (o *overlay) Probe(ctx context.Context) error           { return o.origin.P
 // Replicas lists the origin's replica URLs of p (for a root:// door to
 // redirect to), and none while the buffer holds p: its bytes are here.
 func (o *overlay) Replicas(ctx context.Context, p string) ([]*url.URL, error) {
-	if _, ok := o.b.stat(p); ok {
+	if _, ok := o.b.stat(p); ok || o.b.deleted(p) {
 		return nil, nil
 	}
 	if r, ok := o.origin.(interface {

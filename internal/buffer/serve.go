@@ -3,10 +3,13 @@ package buffer
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
@@ -23,9 +26,9 @@ import (
 //     Depth 0 or 1 of a directory is next's answer with the buffered
 //     entries merged in (the buffer's version of a file wins), or the
 //     buffer's alone when next has no such directory yet;
-//   - DELETE of a path the buffer holds drops the buffered versions
-//     (their migration stops), then goes to next; next's 404 becomes 204
-//     when the buffer held the file, which was then the only copy;
+//   - DELETE of a path the buffer holds is serveDelete: journaled, and
+//     carried to the targets by the mover; meanwhile GET, HEAD and
+//     PROPFIND say 404;
 //   - everything else goes to next.
 //
 // A path that does not pass httpx.CleanPath goes to next, which refuses
@@ -49,13 +52,16 @@ func (b *Buffer) Wrap(next http.Handler) http.Handler {
 				b.serveGet(w, r, e)
 				return
 			}
+			if b.deleted(p) {
+				httpx.WriteError(w, http.StatusNotFound, "not found")
+				return
+			}
 		case "PROPFIND":
 			if b.servePropfind(w, r, p, next) {
 				return
 			}
 		case http.MethodDelete:
-			if b.drop(r.Context(), p) {
-				next.ServeHTTP(&notFoundIsGone{ResponseWriter: w}, r)
+			if pre := b.prefixOf(p); pre != nil && b.serveDelete(w, r, p, pre, next) {
 				return
 			}
 		}
@@ -65,8 +71,18 @@ func (b *Buffer) Wrap(next http.Handler) http.Handler {
 
 // serveGet answers GET or HEAD from e's spool file. http.ServeContent
 // does Range (single and multipart), If-Range and the conditional
-// headers against the ETag and Last-Modified set here.
+// headers against the ETag and Last-Modified set here. A whole GET is
+// checked against the journal's adler32 as it streams, and cut short
+// before its last bytes if the file rotted (spool.go); a file known
+// damaged is refused with 500.
 func (b *Buffer) serveGet(w http.ResponseWriter, r *http.Request, e *entry) {
+	b.mu.Lock()
+	damaged := e.damaged
+	b.mu.Unlock()
+	if damaged != "" {
+		httpx.WriteError(w, http.StatusInternalServerError, "buffer: the buffered copy of this file is damaged on disk")
+		return
+	}
 	f, err := b.open(e)
 	if err != nil {
 		b.log.ErrorContext(r.Context(), "open spool file", "path", e.path, "err", err)
@@ -83,57 +99,112 @@ func (b *Buffer) serveGet(w http.ResponseWriter, r *http.Request, e *entry) {
 			h.Set("Digest", d)
 		}
 	}
-	http.ServeContent(w, r, "", e.mtime, f)
+	http.ServeContent(w, r, "", e.mtime, &checkedFile{b: b, e: e, f: io.NewSectionReader(f, 0, e.size)})
 }
 
-// drop removes every buffered version of p (a client's DELETE) and
-// reports whether there was one.
-func (b *Buffer) drop(ctx context.Context, p string) bool {
+// serveDelete answers a DELETE of p under pre when the buffer holds p,
+// and reports whether it did; false sends it to next (the buffer holds
+// nothing there, and next's answer is the whole truth).
+//
+// A DELETE of a held file goes to next first (every replica the
+// federation knows, on the targets and elsewhere); then:
+//
+//   - next deleted them, or found none (the file was only here): the
+//     delete is journaled as a pending delete and answered 204;
+//   - next could not reach a target (5xx, 408, 429): the delete is
+//     journaled all the same and answered 202 Accepted, with next's
+//     reason: the buffer exists to absorb target outages, and its
+//     journal makes the delete as durable as an acknowledged PUT;
+//   - next refused (403, 409, 412, 423...): its answer is relayed and the
+//     buffer changes nothing.
+//
+// Either way the answer is what happened: after a 2xx every read through
+// the buffer says 404, a kill -9 keeps the pending delete, and the mover
+// carries it to every target once the copy in flight for the path (if
+// any) has its answer, so a copy committed after next's DELETE is
+// removed too. Refusing with 503 instead would have been honest as well,
+// but would leave the client to retry what the buffer can hold. A second
+// DELETE while one is pending is 404.
+//
+// Preconditions (If-Match...; RFC 9110 §13.1) are the buffered version's
+// to meet, not the older one a target still holds: evaluated here (412),
+// and not sent on.
+func (b *Buffer) serveDelete(w http.ResponseWriter, r *http.Request, p string, pre *Prefix, next http.Handler) bool {
+	unlock := b.paths.lock(p)
+	defer unlock()
 	b.mu.Lock()
 	e := b.cur[p]
 	b.mu.Unlock()
-	if e == nil {
+	switch {
+	case e == nil:
 		return false
+	case e.deleting():
+		httpx.WriteError(w, http.StatusNotFound, "not found")
+		return true
 	}
-	if err := b.j.remove(context.WithoutCancel(ctx), e.seq); err != nil {
-		b.log.ErrorContext(ctx, "drop buffered file", "path", p, "err", err)
-		return false
+	if code := httpx.CheckPreconditions(r.Header, http.MethodDelete, `"`+e.etag()+`"`, e.mtime, true); code != 0 {
+		httpx.WriteError(w, code, http.StatusText(code))
+		return true
 	}
-	b.mu.Lock()
-	rm := b.dropLocked(e)
-	b.mu.Unlock()
-	if rm {
-		b.removeSpool(e)
+	if r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Unmodified-Since") != "" {
+		r = r.Clone(r.Context())
+		for _, k := range []string{"If-Match", "If-None-Match", "If-Unmodified-Since"} {
+			r.Header.Del(k)
+		}
 	}
+	rec := &recorder{h: http.Header{}}
+	next.ServeHTTP(rec, r)
+	code := rec.code
+	if code == 0 {
+		code = http.StatusOK
+	}
+	gone := code/100 == 2 || code == http.StatusNotFound
+	if !gone && endpoint.ClassOfStatus(code) != endpoint.ErrUnavailable {
+		rec.flush(w)
+		return true
+	}
+	if err := b.markDeleted(r.Context(), p, pre); err != nil {
+		b.log.ErrorContext(r.Context(), "journal a delete", "path", p, "err", err)
+		httpx.WriteError(w, http.StatusInternalServerError, "buffer: cannot journal the delete")
+		return true
+	}
+	if gone {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	}
+	reason := strings.TrimSpace(rec.body.String())
+	if i := strings.IndexByte(reason, '\n'); i >= 0 {
+		reason = reason[:i]
+	}
+	httpx.WriteError(w, http.StatusAccepted, short("buffer: deleted here; its deletion on the targets is journaled and will be retried ("+
+		strconv.Itoa(code)+" "+reason+")"))
 	return true
 }
 
-// notFoundIsGone turns next's 404 for a DELETE into 204: the buffer held
-// the only copy, and it is gone.
-type notFoundIsGone struct {
-	http.ResponseWriter
-	swallow bool
-}
-
-func (n *notFoundIsGone) WriteHeader(code int) {
-	if code == http.StatusNotFound {
-		n.swallow = true
-		n.ResponseWriter.Header().Del("Content-Type")
-		n.ResponseWriter.Header().Del("Content-Length")
-		n.ResponseWriter.WriteHeader(http.StatusNoContent)
-		return
+// markDeleted journals a pending delete of p, which takes the place of
+// the version the buffer holds (its migration stops unless a target may
+// already commit it; see migration), and wakes the mover. p's lock is
+// held.
+func (b *Buffer) markDeleted(ctx context.Context, p string, pre *Prefix) error {
+	t := &entry{
+		path:    p,
+		spool:   "delete-" + newSpoolName(), // no file: the column is unique
+		mtime:   time.Now(),
+		state:   stateDeleting,
+		done:    map[string]bool{},
+		targets: make([]string, 0, len(pre.Targets)),
 	}
-	n.ResponseWriter.WriteHeader(code)
-}
-
-func (n *notFoundIsGone) Write(p []byte) (int, error) {
-	if n.swallow {
-		return len(p), nil
+	for _, ep := range pre.Targets {
+		t.targets = append(t.targets, ep.Name())
 	}
-	return n.ResponseWriter.Write(p)
+	if _, err := b.j.insert(context.WithoutCancel(ctx), t); err != nil {
+		return err
+	}
+	b.install(t)
+	b.wrote(p) // a cache must not serve what it kept of the file
+	return nil
 }
-
-func (n *notFoundIsGone) Unwrap() http.ResponseWriter { return n.ResponseWriter }
 
 // maxPropfindAnswer bounds next's PROPFIND answer the buffer merges into.
 const maxPropfindAnswer = 64 << 20
@@ -142,6 +213,13 @@ const maxPropfindAnswer = 64 << 20
 // reports whether it did; false sends the request to next untouched.
 func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string, next http.Handler) bool {
 	depth := r.Header.Get("Depth")
+	if b.deleted(p) {
+		if depth != "0" && depth != "1" {
+			return false
+		}
+		httpx.WriteError(w, http.StatusNotFound, "not found")
+		return true
+	}
 	self, isFile := b.stat(p)
 	if isFile {
 		if depth != "0" && depth != "1" {
@@ -154,8 +232,8 @@ func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string,
 	if depth != "0" && depth != "1" {
 		return false
 	}
-	kids := b.children(p)
-	if len(kids) == 0 {
+	kids, gone := b.children(p), b.deletedIn(p)
+	if len(kids) == 0 && len(gone) == 0 {
 		return false
 	}
 	// Ask next, and merge.
@@ -179,11 +257,17 @@ func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string,
 			in.Name = path.Base(rp)
 			items = append(items, davEntry{rp, in})
 		}
-	case rec.code == http.StatusNotFound:
+	case rec.code == http.StatusNotFound && len(kids) > 0:
 		items = append(items, davEntry{p, endpoint.Info{Name: path.Base(p), IsDir: true}})
 	default:
 		rec.flush(w)
 		return true
+	}
+	if len(gone) > 0 {
+		// Files deleted here whose targets still hold them.
+		items = slices.DeleteFunc(items, func(it davEntry) bool {
+			return it.path != p && gone[path.Base(it.path)] && parentOf(it.path) == p
+		})
 	}
 	if depth == "1" {
 		seen := map[string]int{}
@@ -209,10 +293,36 @@ func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string,
 func (b *Buffer) stat(p string) (endpoint.Info, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e := b.cur[p]; e != nil {
+	if e := b.cur[p]; e != nil && !e.deleting() {
 		return e.info(), true
 	}
 	return endpoint.Info{}, false
+}
+
+// deleted reports whether p has a pending delete: it is gone, whatever
+// the targets still hold.
+func (b *Buffer) deleted(p string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.cur[p]
+	return e != nil && e.deleting()
+}
+
+// deletedIn returns the names directly inside the directory p that have
+// a pending delete.
+func (b *Buffer) deletedIn(p string) map[string]bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out map[string]bool
+	for q, e := range b.cur {
+		if e.deleting() && q != p && under(q, p) && !strings.Contains(strings.TrimPrefix(q[len(p):], "/"), "/") {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[path.Base(q)] = true
+		}
+	}
+	return out
 }
 
 // children returns what the buffer holds directly inside the directory
@@ -222,7 +332,7 @@ func (b *Buffer) children(p string) []endpoint.Info {
 	defer b.mu.Unlock()
 	byName := map[string]endpoint.Info{}
 	for q, e := range b.cur {
-		if q == p || !under(q, p) {
+		if q == p || !under(q, p) || e.deleting() {
 			continue
 		}
 		rest := strings.TrimPrefix(q[len(p):], "/")

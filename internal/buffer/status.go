@@ -37,6 +37,9 @@ type Status struct {
 	// and migrated files kept to be read locally.
 	HeldFiles int   `json:"held_files"`
 	HeldBytes int64 `json:"held_bytes"`
+	// PendingDeletes are the DELETEs acknowledged and not yet carried
+	// out on every target.
+	PendingDeletes int `json:"pending_deletes"`
 	// UsedBytes is the space taken in Dir, uploads in progress included;
 	// MaxBytes the limit (0: none).
 	UsedBytes int64 `json:"used_bytes"`
@@ -49,11 +52,13 @@ type Status struct {
 	Targets []TargetStatus `json:"targets"`
 }
 
-// Failure is a pending file whose last migration attempt failed.
+// Failure is a pending file (or delete) whose last migration attempt
+// failed, or a pending file whose spool copy is damaged (Reason
+// "spool_damaged", Target "buffer": it is not migrated).
 type Failure struct {
 	Path     string    `json:"path"`
 	Target   string    `json:"target"`
-	Reason   string    `json:"reason"` // a label: unavailable, verify_adler32, ...
+	Reason   string    `json:"reason"` // a label: unavailable, verify_adler32, spool_damaged, ...
 	Error    string    `json:"error"`
 	Attempts int       `json:"attempts"`
 	At       time.Time `json:"at"`
@@ -174,17 +179,27 @@ func (b *Buffer) status(listed func(p string) bool) Status {
 	b.mu.Lock()
 	var oldest time.Time
 	for _, e := range b.cur {
-		st.HeldFiles++
-		st.HeldBytes += e.size
-		if e.state != statePending {
+		if e.deleting() {
+			st.PendingDeletes++
+		} else {
+			st.HeldFiles++
+			st.HeldBytes += e.size
+		}
+		if e.state == statePending {
+			st.PendingFiles++
+			st.PendingBytes += e.size
+			if oldest.IsZero() || e.mtime.Before(oldest) {
+				oldest = e.mtime
+			}
+		}
+		if listed != nil && !listed(e.path) {
 			continue
 		}
-		st.PendingFiles++
-		st.PendingBytes += e.size
-		if oldest.IsZero() || e.mtime.Before(oldest) {
-			oldest = e.mtime
-		}
-		if e.lastErr != "" && (listed == nil || listed(e.path)) {
+		switch {
+		case e.damaged != "":
+			st.Failures = append(st.Failures, Failure{Path: e.path, Target: "buffer", Reason: reasonDamaged,
+				Error: e.damaged, Attempts: e.attempts, At: e.failedAt})
+		case e.state != stateMigrated && e.lastErr != "":
 			st.Failures = append(st.Failures, Failure{Path: e.path, Target: e.failTarget, Reason: e.failReason,
 				Error: e.lastErr, Attempts: e.attempts, At: e.failedAt, NextTry: e.nextTry})
 		}
@@ -309,6 +324,9 @@ func newMetrics(b *Buffer, reg prometheus.Registerer) (*metrics, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "oldest_pending_seconds",
 			Help: "Age of the oldest pending file (0: none)."},
 			pending(func(s Status) float64 { return s.OldestPendingSeconds })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "pending_deletes",
+			Help: "DELETEs acknowledged and not yet carried out on every target."},
+			pending(func(s Status) float64 { return float64(s.PendingDeletes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "used_bytes",
 			Help: "Bytes the buffer takes on its disk, uploads in progress included."},
 			pending(func(s Status) float64 { return float64(s.UsedBytes) })),

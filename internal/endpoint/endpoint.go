@@ -17,6 +17,8 @@ package endpoint
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"time"
@@ -145,6 +147,68 @@ type Checksummer interface {
 	// "crc32c") in the form Info.Checksums documents. An algorithm the
 	// endpoint does not offer wraps ErrUnsupported.
 	Checksum(ctx context.Context, path, algo string) (string, error)
+}
+
+// Cond is the condition of a conditional Put (RFC 9110 §13.1.1,
+// §13.1.2): what the caller saw at the path, which must still be there
+// when the new file would take its place.
+type Cond struct {
+	// IfMatch, when not "", is the ETag (without quotes, as Info.ETag
+	// gives it) the file at the path must still have: nothing replaced or
+	// removed it since the caller looked.
+	IfMatch string
+	// IfNoneMatch says that nothing may be at the path (If-None-Match:
+	// *): the caller saw nothing there, and nothing was made since.
+	IfNoneMatch bool
+}
+
+// ConditionalPutter is implemented by endpoints that can commit a Put
+// only if nothing newer happened on the path since the caller looked: a
+// writer that saw version A replaces A, never a B that another writer
+// (or a DELETE) put in between. A check and a separate Put cannot do
+// that; the check must be made where the file is renamed into place,
+// under the same lock.
+type ConditionalPutter interface {
+	// PutIf is Put, committed only if cond holds at the moment the new
+	// file takes the place of what is at path, atomically with that
+	// step: when it does not, nothing changes and the error wraps
+	// ErrPrecondition. When the kind's server cannot evaluate conditions
+	// so (it ignores them), PutIf reads nothing of r and returns an error
+	// wrapping ErrUnsupported.
+	PutIf(ctx context.Context, path string, r io.Reader, size int64, cond Cond) error
+}
+
+// PutIf stores r as path if cond holds: through ep's ConditionalPutter,
+// atomically, when ep is one and its server can; else by a Stat that
+// checks cond, then Put. The fallback is not atomic: a change between
+// its Stat and the end of its Put is not seen. An IfMatch of a file that
+// has no ETag never holds.
+func PutIf(ctx context.Context, ep Endpoint, path string, r io.Reader, size int64, cond Cond) error {
+	if cond.IfMatch != "" && cond.IfNoneMatch {
+		return fmt.Errorf("endpoint: put %q on %s: If-Match and If-None-Match together: %w", path, ep.Name(), ErrPrecondition)
+	}
+	if cp, ok := ep.(ConditionalPutter); ok {
+		err := cp.PutIf(ctx, path, r, size, cond)
+		if !errors.Is(err, ErrUnsupported) {
+			return err
+		}
+	}
+	if cond.IfMatch != "" || cond.IfNoneMatch {
+		in, err := ep.Stat(ctx, path)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if cond.IfMatch != "" {
+				return fmt.Errorf("endpoint: put %q on %s: if-match %q: nothing there: %w", path, ep.Name(), cond.IfMatch, ErrPrecondition)
+			}
+		case err != nil:
+			return err
+		case cond.IfNoneMatch:
+			return fmt.Errorf("endpoint: put %q on %s: if-none-match: something is there: %w", path, ep.Name(), ErrPrecondition)
+		case in.IsDir || in.ETag != cond.IfMatch:
+			return fmt.Errorf("endpoint: put %q on %s: if-match %q: it is %q now: %w", path, ep.Name(), cond.IfMatch, in.ETag, ErrPrecondition)
+		}
+	}
+	return ep.Put(ctx, path, r, size)
 }
 
 // Versioned is implemented by the readers Open returns when the kind

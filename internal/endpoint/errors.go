@@ -34,6 +34,11 @@ var (
 	// answer, like ErrNotFound: one client asking for such a path again
 	// and again must not get the whole endpoint marked down.
 	ErrPathUnavailable = &classed{msg: "unavailable behind the endpoint", class: ErrUnavailable}
+	// ErrPrecondition: a conditional write (ConditionalPutter) found,
+	// when it was about to commit, that the path no longer is what the
+	// caller saw (RFC 9110 §13.1: 412), and changed nothing. It is a
+	// refusal: errors.Is(err, ErrRefused) holds too.
+	ErrPrecondition = &classed{msg: "precondition failed", class: ErrRefused}
 )
 
 // OpError is the error of an endpoint's method: which kind failed doing

@@ -11,6 +11,7 @@ import (
 //   - 404 and 410: ErrNotFound.
 //   - 408 (the server gave up waiting) and 429 (too many requests):
 //     ErrUnavailable, worth trying another replica or later.
+//   - 412: ErrPrecondition (a refusal).
 //   - any other 4xx: ErrRefused.
 //   - 5xx, and anything not expected here (1xx, a 3xx that was not
 //     followed, a 2xx where another was due): ErrUnavailable. When unsure
@@ -24,6 +25,8 @@ func ClassOfStatus(code int) error {
 		return ErrNotFound
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests:
 		return ErrUnavailable
+	case code == http.StatusPreconditionFailed:
+		return ErrPrecondition
 	case code >= 400 && code < 500:
 		return ErrRefused
 	default:
@@ -33,8 +36,9 @@ func ClassOfStatus(code int) error {
 
 // HTTPStatus is the other direction: the status a server answers for an
 // endpoint error, by its class. ErrNotFound is 404; ErrExist 409 (a file
-// is in the way); any other refusal 403; ErrUnavailable, and an error of
-// no known class, 503: worth retrying, never "not there".
+// is in the way); ErrPrecondition 412; any other refusal 403;
+// ErrUnavailable, and an error of no known class, 503: worth retrying,
+// never "not there".
 func HTTPStatus(err error) int {
 	switch Class(err) {
 	case ErrNotFound:
@@ -42,6 +46,9 @@ func HTTPStatus(err error) int {
 	case ErrRefused:
 		if errors.Is(err, ErrExist) {
 			return http.StatusConflict
+		}
+		if errors.Is(err, ErrPrecondition) {
+			return http.StatusPreconditionFailed
 		}
 		return http.StatusForbidden
 	}

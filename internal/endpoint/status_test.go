@@ -10,7 +10,7 @@ func TestClassOfStatus(t *testing.T) {
 	for code, want := range map[int]error{
 		404: ErrNotFound, 410: ErrNotFound,
 		400: ErrRefused, 401: ErrRefused, 403: ErrRefused, 405: ErrRefused, 416: ErrRefused,
-		408: ErrUnavailable, 429: ErrUnavailable,
+		408: ErrUnavailable, 429: ErrUnavailable, 412: ErrPrecondition,
 		500: ErrUnavailable, 502: ErrUnavailable, 503: ErrUnavailable,
 		100: ErrUnavailable, 200: ErrUnavailable, 302: ErrUnavailable, 0: ErrUnavailable,
 	} {
@@ -29,12 +29,17 @@ func TestHTTPStatus(t *testing.T) {
 		{fmt.Errorf("x: %w", ErrExist), http.StatusConflict},
 		{fmt.Errorf("x: %w", ErrUnsupported), http.StatusForbidden},
 		{ErrRefused, http.StatusForbidden},
+		{fmt.Errorf("x: %w", ErrPrecondition), http.StatusPreconditionFailed},
 		{ErrPathUnavailable, http.StatusServiceUnavailable},
 		{fmt.Errorf("unclassed"), http.StatusServiceUnavailable},
 	} {
 		if got := HTTPStatus(c.err); got != c.want {
 			t.Errorf("HTTPStatus(%v) = %d, want %d", c.err, got, c.want)
 		}
+	}
+	// A failed precondition is a refusal, and comes back as itself.
+	if got := ClassOfStatus(HTTPStatus(ErrPrecondition)); got != ErrPrecondition || Class(got) != ErrRefused {
+		t.Errorf("ErrPrecondition → %d → %v (class %v)", HTTPStatus(ErrPrecondition), got, Class(got))
 	}
 	// Each class comes back as itself.
 	for _, class := range []error{ErrNotFound, ErrRefused, ErrUnavailable} {

@@ -14,6 +14,7 @@ func TestCleanPath(t *testing.T) {
 		"/a/./b":        "/a/b",
 		"/atlas/f.root": "/atlas/f.root",
 		"/a%20b":        "/a%20b",
+		"/é/ü.root":     "/é/ü.root",
 	}
 	for in, want := range good {
 		got, err := CleanPath(in)
@@ -25,6 +26,7 @@ func TestCleanPath(t *testing.T) {
 		"/../etc/passwd", "/a/../../b", "/a/..", "..", "a/b",
 		"/a\x00b", "/a\nb", "/a\x7fb", "/a\\..\\b",
 		"/%2e%2e/x", "/%2E%2e/x", "/a%2fb", "/a%00",
+		"/a\xffb", "/\xc0\xae\xc0\xae/x", // not UTF-8 (an overlong "..")
 		"/" + strings.Repeat("n", 256), strings.Repeat("/abc", 1100),
 	}
 	for _, in := range bad {

@@ -18,6 +18,15 @@ const HopsHeader = "X-Lakefed-Hops"
 // the endpoints that failed.
 const PathUnavailableHeader = "X-Lakefed-Path-Unavailable"
 
+// ConditionalPutHeader is in a lakefed storage role's OPTIONS answer,
+// with the value "atomic": it evaluates a PUT's If-Match and
+// If-None-Match (RFC 9110 §13.1.1, §13.1.2) under the path's lock, with
+// the rename that commits the upload, so the http kind may offer
+// conditional writes on it (endpoint.ConditionalPutter). Servers that do
+// not say so are not asked: nginx's dav module and XrdHttp ignore these
+// headers on PUT and would replace whatever is there.
+const ConditionalPutHeader = "X-Lakefed-Conditional-Put"
+
 // DirType is the Content-Type a lakefed federator gives a directory on
 // HEAD (the convention of Apache mod_dav and others).
 const DirType = "httpd/unix-directory"

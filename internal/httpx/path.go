@@ -9,6 +9,7 @@ package httpx
 import (
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 // Limits on paths. Linux allows 255-byte names and 4096-byte paths; a
@@ -28,10 +29,15 @@ func (e *PathError) Error() string { return "bad path: " + e.Reason }
 // absolute, slash-separated, no empty, "." or trailing segments.
 //
 // It refuses rather than repairs: a ".." segment, NUL or control
-// characters, a backslash, an over-long path or name, and any
-// percent-encoded dot, slash, backslash or NUL left after the one decoding
-// (the double-encoded forms of ".." and "/", which a later layer might
-// decode again). Decoding happens exactly once, in net/http.
+// characters, a backslash, an over-long path or name, any percent-encoded
+// dot, slash, backslash or NUL left after the one decoding (the
+// double-encoded forms of ".." and "/", which a later layer might decode
+// again), and bytes that are not UTF-8 ("%FF"): WebDAV answers carry
+// names in XML, which cannot hold them, and S3 keys are UTF-8. Decoding
+// happens exactly once, in net/http. It is the one rule for every role:
+// the storage role refuses what it refuses, and a write buffer refuses
+// the same names up front instead of acknowledging a file its targets
+// would refuse forever.
 func CleanPath(p string) (string, error) {
 	if p == "" {
 		return "/", nil
@@ -41,6 +47,9 @@ func CleanPath(p string) (string, error) {
 	}
 	if p[0] != '/' {
 		return "", &PathError{"path is not absolute"}
+	}
+	if !utf8.ValidString(p) {
+		return "", &PathError{"not valid UTF-8"}
 	}
 	for i := 0; i < len(p); i++ {
 		c := p[i]

@@ -147,6 +147,12 @@ func (m *mapped) Put(ctx context.Context, p string, r io.Reader, size int64) err
 	return m.Endpoint.Put(ctx, m.at(p), r, size)
 }
 
+// PutIf keeps the endpoint's conditional writes (the buffer's mover
+// relies on them), falling back as endpoint.PutIf does.
+func (m *mapped) PutIf(ctx context.Context, p string, r io.Reader, size int64, cond endpoint.Cond) error {
+	return endpoint.PutIf(ctx, m.Endpoint, m.at(p), r, size, cond)
+}
+
 func (m *mapped) Delete(ctx context.Context, p string) error {
 	return m.Endpoint.Delete(ctx, m.at(p))
 }

@@ -208,7 +208,7 @@ func (s *Server) commit(r *http.Request, p string, f *os.File, tmp string) (st u
 	if cur.check(r) != 0 {
 		return st, false, http.StatusPreconditionFailed, "precondition failed"
 	}
-	if err := s.root.Rename(tmp, name); err != nil {
+	if err := s.commitRename(tmp, name); err != nil {
 		code, reason = s.putStatus(r, err)
 		return st, false, code, reason
 	}

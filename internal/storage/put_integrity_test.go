@@ -240,6 +240,74 @@ func TestPutIfMatchRace(t *testing.T) {
 	noTemps(t, ts.root)
 }
 
+// TestPutIfMatchDeleteRace: an unconditional DELETE arriving while a PUT
+// with If-Match of the file it removes is between its check and its
+// rename waits for the rename (the path's lock): the PUT commits, then
+// the DELETE removes what it committed. Never the other order, where the
+// DELETE answers first and the PUT then commits over nothing although its
+// condition was false by then, undoing the DELETE.
+func TestPutIfMatchDeleteRace(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.write(t, "f", "old", time.Time{})
+	head, _ := ts.do(t, "HEAD", "/f", nil)
+	tag := head.Header.Get("Etag")
+	atRename, goOn := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	ts.s.commitRename = func(oldname, newname string) error {
+		once.Do(func() { close(atRename); <-goOn })
+		return ts.s.root.Rename(oldname, newname)
+	}
+	answer := func(method string, body string, hdr ...string) chan int {
+		c := make(chan int, 1)
+		go func() {
+			req, _ := http.NewRequest(method, ts.url+"/f", strings.NewReader(body))
+			for i := 0; i+1 < len(hdr); i += 2 {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("%s: %v", method, err)
+				c <- 0
+				return
+			}
+			resp.Body.Close()
+			c <- resp.StatusCode
+		}()
+		return c
+	}
+	putDone := answer(http.MethodPut, "new", "If-Match", tag)
+	<-atRename
+	delDone := answer(http.MethodDelete, "")
+	// The DELETE must queue for the path's lock; if it answers instead,
+	// it did not wait.
+	deadline := time.Now().Add(10 * time.Second)
+	early := 0
+	for early == 0 && ts.s.paths.holders("/f") < 2 {
+		select {
+		case early = <-delDone:
+			t.Errorf("DELETE answered %d while a PUT with If-Match of the file was between its check and its rename", early)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the DELETE neither answered nor waited for the path's lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(goOn)
+	putCode := <-putDone
+	delCode := early
+	if delCode == 0 {
+		delCode = <-delDone
+	}
+	if putCode != http.StatusNoContent || delCode != http.StatusNoContent {
+		t.Errorf("PUT with If-Match = %d, DELETE = %d; want 204 and 204", putCode, delCode)
+	}
+	if got := ts.readFile(t, "f"); got != "<absent>" {
+		t.Errorf("after the PUT and the DELETE that waited for it, f holds %q: the DELETE was undone", got)
+	}
+	noTemps(t, ts.root)
+}
+
 // TestChecksumInPlaceRewrite: a same-size rewrite in place with the mtime
 // put back (touch -d) must not keep serving the old checksum or ETag: the
 // fingerprint includes what users cannot set (ctime, inode).

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -34,6 +33,7 @@ var (
 	hdrAllow       = []string{"OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, PROPPATCH, COPY, MOVE, LOCK, UNLOCK"}
 	hdrZero        = []string{"0"}
 	hdrMSAuthor    = []string{"DAV"}
+	hdrAtomic      = []string{"atomic"}
 )
 
 // respWriter records the status and body size for metrics and the access
@@ -162,10 +162,6 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return 0
 	}
-	if !utf8.ValidString(p) {
-		httpError(w, http.StatusBadRequest, "bad path: not valid UTF-8")
-		return 0
-	}
 	if reserved(p) {
 		httpError(w, http.StatusForbidden, "reserved name")
 		return 0
@@ -273,8 +269,6 @@ func (s *Server) checkDestination(r *http.Request, src string) (string, int, str
 		return "", http.StatusBadRequest, "destination: " + err.Error()
 	}
 	switch {
-	case !utf8.ValidString(dst):
-		return "", http.StatusBadRequest, "destination: bad path: not valid UTF-8"
 	case reserved(dst):
 		return "", http.StatusForbidden, "destination: reserved name"
 	case dst == "/" || src == "/":
@@ -319,6 +313,7 @@ func (s *Server) serveOptions(w http.ResponseWriter) {
 	h["Allow"] = hdrAllow
 	h["Ms-Author-Via"] = hdrMSAuthor
 	h["Accept-Ranges"] = hdrBytes
+	h[httpx.ConditionalPutHeader] = hdrAtomic // commit checks them under the path lock (put.go)
 	h["Content-Length"] = hdrZero
 	w.WriteHeader(http.StatusOK)
 }

@@ -167,6 +167,9 @@ type Server struct {
 	// hooks stop operations where tests interleave them; nil in
 	// production.
 	hooks *testHooks
+	// commitRename renames a PUT's temp file into place under the path
+	// lock (Root.Rename); tests replace it to hold a PUT at that point.
+	commitRename func(oldname, newname string) error
 }
 
 // testHooks are called, when set, at points where a test puts one
@@ -268,6 +271,7 @@ func newServer(cfg Config, log *slog.Logger, hooks *testHooks) (*Server, error) 
 		tpc:         tpc,
 		hooks:       hooks,
 	}
+	s.commitRename = root.Rename
 	s.locks = davlock.New(lockFiles{s}, log)
 	s.openBeneath()
 	s.m = newMetrics(s.reg)

@@ -54,6 +54,11 @@ type Options struct {
 	// SkipDestSum does not ask the destination after the copy: for a local
 	// destination, which holds what was written and summed on the way.
 	SkipDestSum bool
+	// Cond, when set, makes the destination commit only if it holds
+	// (endpoint.PutIf: atomically where the kind can): a copy that saw
+	// what was at dstPath does not replace something newer. A failed
+	// condition is an *Error wrapping endpoint.ErrPrecondition.
+	Cond *endpoint.Cond
 }
 
 // Result describes a finished copy.
@@ -152,7 +157,11 @@ func Copy(ctx context.Context, src, dst endpoint.Endpoint, srcPath, dstPath stri
 		return Result{}, err
 	}
 	defer b.close()
-	err = dst.Put(ctx, dstPath, r, info.Size)
+	if opts.Cond != nil {
+		err = endpoint.PutIf(ctx, dst, dstPath, r, info.Size, *opts.Cond)
+	} else {
+		err = dst.Put(ctx, dstPath, r, info.Size)
+	}
 	vr := b.cur.Load()
 	if vr.err != nil {
 		// The reader refused to reach EOF, so Put must not have committed.

@@ -17,6 +17,9 @@
 //   - Delete of a non-empty directory wraps ErrRefused, never removes a tree.
 //   - Put with a reader that gives fewer or more bytes than size fails and
 //     leaves no new file.
+//   - A ConditionalPutter commits only when its condition holds at the
+//     commit (one winner among racing writers), or refuses with
+//     ErrUnsupported, unread, where its server cannot.
 package endpointtest
 
 import (
@@ -60,6 +63,10 @@ type Caps struct {
 	// when percent-encoded (XrdHttp cuts a name at "?"); names with them
 	// are left out.
 	BadNameChars string
+	// NoConditionalPut: the server ignores If-Match and If-None-Match on
+	// PUT (nginx's dav module, XrdHttp), so the kind's PutIf must refuse
+	// with ErrUnsupported, reading nothing.
+	NoConditionalPut bool
 }
 
 // timeout bounds each case's operations.
@@ -88,6 +95,12 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"Mkdir", s.mkdir},
 		{"Checksum", s.checksum},
 		{"ConcurrentReads", s.concurrentReads},
+	}
+	if _, ok := tg.Endpoint.(endpoint.ConditionalPutter); ok {
+		cases = append(cases, struct {
+			name string
+			fn   func(t *testing.T)
+		}{"PutIf", s.putIf})
 	}
 	for _, c := range cases {
 		t.Run(c.name, c.fn)

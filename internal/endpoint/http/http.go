@@ -63,7 +63,18 @@ type Endpoint struct {
 	// server is 0 until an answer was seen, then serverOther or
 	// serverXrootD (from its Server header): XrdHttp needs work-arounds.
 	server atomic.Int32
+	// condPut is condUnknown until an OPTIONS answer was seen (Probe),
+	// then whether the server said it evaluates conditional PUTs
+	// (httpx.ConditionalPutHeader).
+	condPut atomic.Int32
 }
+
+// Values of Endpoint.condPut.
+const (
+	condUnknown int32 = iota
+	condNo
+	condYes
+)
 
 // Values of Endpoint.server.
 const (
@@ -73,9 +84,10 @@ const (
 )
 
 var (
-	_ endpoint.Endpoint    = (*Endpoint)(nil)
-	_ endpoint.Redirecter  = (*Endpoint)(nil)
-	_ endpoint.Checksummer = (*Endpoint)(nil)
+	_ endpoint.Endpoint          = (*Endpoint)(nil)
+	_ endpoint.Redirecter        = (*Endpoint)(nil)
+	_ endpoint.Checksummer       = (*Endpoint)(nil)
+	_ endpoint.ConditionalPutter = (*Endpoint)(nil)
 )
 
 // New returns the endpoint for cfg.URL (http, https, dav or davs). It
@@ -359,6 +371,11 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 	defer cancel()
 	if resp.StatusCode >= 500 {
 		return fail("probe", "", statusError(resp, endpoint.ErrUnavailable))
+	}
+	if resp.Header.Get(httpx.ConditionalPutHeader) == "atomic" {
+		e.condPut.Store(condYes)
+	} else {
+		e.condPut.Store(condNo)
 	}
 	drain(resp)
 	return nil

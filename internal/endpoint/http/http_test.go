@@ -30,7 +30,7 @@ func TestXNetWebDAV(t *testing.T) {
 	endpointtest.Run(t, func(t *testing.T) endpointtest.Target {
 		return endpointtest.Target{
 			Endpoint: newEP(t, endpoint.Config{URL: srv.URL + "/"}),
-			Caps:     endpointtest.Caps{PutNotAtomic: true},
+			Caps:     endpointtest.Caps{PutNotAtomic: true, NoConditionalPut: true},
 		}
 	})
 }

@@ -48,6 +48,38 @@ const smallBody = 1 << 20
 // of unknown size is first copied to a local temporary file (os.TempDir)
 // and sent with its length.
 func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) error {
+	return e.putWith(ctx, p, r, size, http.Header{})
+}
+
+// PutIf is Put with If-Match or If-None-Match (RFC 9110 §13.1.1,
+// §13.1.2), on a server that says it evaluates them with the commit (a
+// lakefed storage role: httpx.ConditionalPutHeader in its OPTIONS
+// answer, asked once by Probe). A 412 wraps ErrPrecondition. On any
+// other server PutIf reads nothing of r and wraps ErrUnsupported: nginx's
+// dav module and XrdHttp ignore the headers on PUT and would replace what
+// is there. A PUT redirected elsewhere carries the headers along, and the
+// server it lands on decides; the storage role redirects no PUT.
+func (e *Endpoint) PutIf(ctx context.Context, p string, r io.Reader, size int64, cond endpoint.Cond) error {
+	if e.condPut.Load() == condUnknown {
+		if err := e.Probe(ctx); err != nil {
+			return fail("put", p, err)
+		}
+	}
+	if e.condPut.Load() != condYes {
+		return fail("put", p, fmt.Errorf("%w: the server does not say it evaluates If-Match on PUT", endpoint.ErrUnsupported))
+	}
+	hdr := http.Header{}
+	if cond.IfMatch != "" {
+		hdr.Set("If-Match", `"`+cond.IfMatch+`"`)
+	}
+	if cond.IfNoneMatch {
+		hdr.Set("If-None-Match", "*")
+	}
+	return e.putWith(ctx, p, r, size, hdr)
+}
+
+// putWith is Put with extra request headers hdr (which it may add to).
+func (e *Endpoint) putWith(ctx context.Context, p string, r io.Reader, size int64, hdr http.Header) error {
 	if p == "/" {
 		return fail("put", p, fmt.Errorf("%w: is the root", endpoint.ErrRefused))
 	}
@@ -76,7 +108,6 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 			b = &reqBody{size: fi.Size(), src: f, seek: f}
 		}
 	}
-	hdr := http.Header{}
 	if b.buf != nil {
 		hdr.Set("Digest", "adler32="+httpx.Adler32Of(b.buf))
 	}

@@ -25,8 +25,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
@@ -50,8 +53,9 @@ type Endpoint struct {
 }
 
 var (
-	_ endpoint.Endpoint    = (*Endpoint)(nil)
-	_ endpoint.Checksummer = (*Endpoint)(nil)
+	_ endpoint.Endpoint          = (*Endpoint)(nil)
+	_ endpoint.Checksummer       = (*Endpoint)(nil)
+	_ endpoint.ConditionalPutter = (*Endpoint)(nil)
 )
 
 // New returns the endpoint for cfg.URL, which must be file:///abs/dir naming
@@ -197,7 +201,20 @@ func infoOf(p string, fi fs.FileInfo) endpoint.Info {
 	if fi.IsDir() {
 		size = 0
 	}
-	return endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir()}
+	return endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir(), ETag: etagOf(fi)}
+}
+
+// etagOf is the entity tag of a regular file: its inode, size, mtime and
+// ctime (ns), in hex. A file replaced by rename has another inode; one
+// rewritten in place has a newer ctime, which nobody can set back. ""
+// for anything but a regular file.
+func etagOf(fi fs.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return strconv.FormatUint(st.Ino, 16) + "-" + strconv.FormatInt(st.Size, 16) + "-" +
+		strconv.FormatInt(syscall.TimespecToNsec(st.Mtim), 16) + "-" + strconv.FormatInt(syscall.TimespecToNsec(st.Ctim), 16)
 }
 
 // Stat describes path. Checksums holds those kept in the root's sidecars
@@ -340,6 +357,23 @@ func (c ctxReader) Read(b []byte) (int, error) {
 // is fsynced. Missing parents are created. With size ≥ 0, a reader that
 // gives fewer or more bytes fails the Put (ErrRefused) and nothing changes.
 func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) error {
+	return e.put(ctx, p, r, size, nil)
+}
+
+// PutIf is Put committed only if cond holds (endpoint.ConditionalPutter):
+// once the temporary file is complete, the target's directory is locked
+// (flock), the target looked at (its ETag as Stat gives it), and the
+// rename made before the lock is released. Put and Delete take the same
+// lock for their rename and removal, so no Put or Delete of another
+// endpoint on the same directory, in this process or another, falls
+// between the check and the rename. Other programs writing the directory
+// do not take it.
+func (e *Endpoint) PutIf(ctx context.Context, p string, r io.Reader, size int64, cond endpoint.Cond) error {
+	return e.put(ctx, p, r, size, &cond)
+}
+
+// put is Put, and PutIf with cond set.
+func (e *Endpoint) put(ctx context.Context, p string, r io.Reader, size int64, cond *endpoint.Cond) error {
 	if p == "/" {
 		return opErr("put", p, fmt.Errorf("%w: is the root", endpoint.ErrRefused))
 	}
@@ -388,7 +422,17 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 	if err := tmp.Close(); err != nil {
 		return wrap("put", p, err)
 	}
-	if err := os.Rename(tmp.Name(), target); err != nil {
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return wrap("put", p, err)
+	}
+	if err := check(target, cond); err != nil {
+		unlock()
+		return wrap("put", p, err)
+	}
+	err = os.Rename(tmp.Name(), target)
+	unlock()
+	if err != nil {
 		os.Remove(tmp.Name())
 		done = true
 		return wrap("put", p, err)
@@ -402,6 +446,47 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 		if serr != nil {
 			return wrap("put", p, serr)
 		}
+	}
+	return nil
+}
+
+// lockDir takes the exclusive flock of the directory dir, which Put,
+// PutIf and Delete hold around their rename or removal of an entry in it
+// (see PutIf), and returns its release.
+func lockDir(dir string) (func(), error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(d.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { d.Close() }, nil // closing the descriptor releases the flock
+}
+
+// check evaluates cond (nil: none) against what is at the resolved path
+// target now: nil when it holds, else an error wrapping ErrPrecondition.
+func check(target string, cond *endpoint.Cond) error {
+	if cond == nil || cond.IfMatch == "" && !cond.IfNoneMatch {
+		return nil
+	}
+	fi, err := os.Stat(target)
+	switch {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	case err != nil && cond.IfMatch != "":
+		return fmt.Errorf("%w: if-match %q: nothing there", endpoint.ErrPrecondition, cond.IfMatch)
+	case err == nil && cond.IfNoneMatch:
+		return fmt.Errorf("%w: if-none-match: something is there", endpoint.ErrPrecondition)
+	case err == nil && cond.IfMatch != "" && etagOf(fi) != cond.IfMatch:
+		return fmt.Errorf("%w: if-match %q: it is %q now", endpoint.ErrPrecondition, cond.IfMatch, etagOf(fi))
 	}
 	return nil
 }
@@ -423,7 +508,13 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 	if _, err := os.Lstat(target); err != nil {
 		return wrap("delete", p, err)
 	}
-	if err := os.Remove(target); err != nil {
+	unlock, err := lockDir(parent)
+	if err != nil {
+		return wrap("delete", p, err)
+	}
+	err = os.Remove(target)
+	unlock()
+	if err != nil {
 		if errors.Is(err, syscall.EEXIST) {
 			err = syscall.ENOTEMPTY // some systems say EEXIST for a full directory
 		}
