@@ -53,6 +53,9 @@ type Config struct {
 	// Auth says who may do what on every listener (auth.go). Nil:
 	// everything is open.
 	Auth *Auth `yaml:"auth"`
+	// Shared is the state shared with the other processes of the lake
+	// through Redis (shared.go). Nil: this process keeps its own.
+	Shared *Shared `yaml:"shared"`
 
 	// lines maps field paths to lines of the file, for error messages.
 	lines map[string]int
@@ -112,6 +115,7 @@ type Storage struct {
 // SetDefaults fills every zero field that has a default. It is idempotent.
 func (c *Config) SetDefaults() {
 	c.Tests.setDefaults()
+	c.Shared.setDefaults()
 	if c.Federation == nil {
 		return
 	}

@@ -93,6 +93,7 @@ func (c *Config) Validate() error {
 		v.errorf("xroot_outage_wait", "must not be negative")
 	}
 	c.Cache.validate(v, "cache", c.Federation != nil)
+	c.Shared.validate(v, "shared")
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		v.errorf("tls_cert", "tls_cert and tls_key go together")
 	}

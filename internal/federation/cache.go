@@ -157,6 +157,19 @@ func (c *mdCache) invalidate(key string, hold time.Duration) {
 	}
 }
 
+// clear drops every entry, and counts an invalidation on every shard
+// (look-ups in flight do not store their answers).
+func (c *mdCache) clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.gen.Add(1)
+		clear(s.m)
+		s.root.next, s.root.prev = &s.root, &s.root
+		s.mu.Unlock()
+	}
+}
+
 // len returns the number of entries (for tests and the API).
 func (c *mdCache) len() int {
 	n := 0

@@ -43,6 +43,7 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/shared"
 )
 
 // NewEndpointFunc builds one endpoint from its config.
@@ -67,6 +68,15 @@ type Options struct {
 	// the other roles of the process (a cache) drop what they hold of
 	// the path. It must not block.
 	OnWrite func(path string)
+	// Shared, when set, is the state this federator shares with others
+	// through Redis (shared.go): writes seen by all before they are
+	// acknowledged, a second level of the metadata cache. The caller runs
+	// it (Run) and gives it ForgetShared and ForgetAll. Nil: alone.
+	Shared *shared.Client
+	// SharedWritesLocal lets writes go on while Shared cannot reach
+	// Redis (the other federators then do not see them until their
+	// metadata expires). False: such writes are refused with 503.
+	SharedWritesLocal bool
 	// MayList reports whether the caller of r may list the path p (the
 	// auth rules' list permission). /api/disagreements shows only the
 	// paths it allows, since the operator's pages pass the auth rules

@@ -109,6 +109,11 @@ type entry struct {
 // fan-out, which re-checks the cache first.
 func (f *Federator) lookup(ctx context.Context, s *snapshot, p string, hops int) *entry {
 	now := time.Now().UnixNano()
+	trusted := f.trusted()
+	if !trusted {
+		f.m.misses.Inc()
+		return f.locate(ctx, s, p, hops, true)
+	}
 	if e := s.cache.get(p, now); e != nil && f.fresh(e) && (hops == 0 || !e.viaUpstream) {
 		f.m.hits.Inc()
 		return e
@@ -126,7 +131,12 @@ func (f *Federator) lookup(ctx context.Context, s *snapshot, p string, hops int)
 			return e, nil
 		}
 		gen := s.cache.gen(p)
-		e := f.locate(ctx, s, p, hops, true)
+		var e *entry
+		if f.opts.Shared != nil && hops == 0 && s == f.snap.Load() {
+			e = f.sharedLocate(ctx, s, p)
+		} else {
+			e = f.locate(ctx, s, p, hops, true)
+		}
 		if hops < s.cfg.MaxHops && e.expires > 0 {
 			s.cache.putIf(p, e, time.Now().UnixNano(), gen)
 		}

@@ -26,6 +26,9 @@ type metrics struct {
 	locFound      prometheus.Counter
 	locMissing    prometheus.Counter
 	locUnavail    prometheus.Counter
+	// sharedHits: look-ups answered from the shared second level
+	// (Redis), without asking the endpoints.
+	sharedHits prometheus.Counter
 }
 
 // memberMetrics are one endpoint's series, resolved once so that the hot
@@ -67,11 +70,13 @@ func newMetrics() *metrics {
 			Help: "Pairs of replicas of one path found holding different bytes (see /api/disagreements)."}),
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "answers_total",
 			Help: "Namespace requests answered, by method and status code class."}, []string{"method", "code"}),
+		sharedHits: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "shared_metadata_hits_total",
+			Help: "Look-ups answered from the metadata the federators share (Redis), without asking the endpoints."}),
 	}
 	m.locFound = m.locates.WithLabelValues("found")
 	m.locMissing = m.locates.WithLabelValues("notfound")
 	m.locUnavail = m.locates.WithLabelValues("unavailable")
-	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers)
+	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers, m.sharedHits)
 	return m
 }
 

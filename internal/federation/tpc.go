@@ -54,13 +54,22 @@ func (f *Federator) serveCopy(rq *request) {
 			}
 			err = writeErr(http.StatusConflict, endpoint.ErrExist, "lakefed: %s: replicas on %s would keep the old version after a third-party copy; delete the file first", p, strings.Join(names, ", "))
 		}
+		if err == nil {
+			err = f.sharedWritable(p)
+		}
 		if err != nil {
-			f.wrote(s, p, 0)
+			f.wrote(r.Context(), s, p, 0, false)
 			f.writeFailed(rq, err)
 			return
 		}
 		to, where = pl.m, pl.m.endpointPath(p)
-		f.wrote(s, p, s.cfg.MetadataCache.NegativeTTL.D())
+		// The copy lands after the answer: what the federators sharing
+		// state hold of the path goes now (a "not found" one of them
+		// caches before it lands lasts its negative TTL).
+		if err := f.wrote(r.Context(), s, p, s.cfg.MetadataCache.NegativeTTL.D(), true); err != nil {
+			f.writeFailed(rq, err)
+			return
+		}
 	} else {
 		e := f.lookup(r.Context(), s, p, rq.hops)
 		if e.status != http.StatusOK {

@@ -109,6 +109,10 @@ type putPlan struct {
 	m       *member    // the endpoint that takes the write
 	old     []*replica // replicas to retire once the write is done
 	existed bool
+	// shared: the federators share state, and a write must be seen by
+	// all of them before its answer, which a redirected client's write
+	// (after the answer) cannot be: the federator carries it.
+	shared bool
 }
 
 // writeErr is the error of a write: the status an HTTP client gets, the
@@ -141,7 +145,7 @@ func (f *Federator) planPut(ctx context.Context, s *snapshot, p string, o WriteO
 	if e.status == http.StatusOK && e.isDir && len(e.replicas) > 0 {
 		return nil, writeErr(http.StatusConflict, endpoint.ErrExist, "lakefed: %s: is a directory", p)
 	}
-	pl := &putPlan{s: s, p: p, existed: e.status == http.StatusOK && len(e.replicas) > 0}
+	pl := &putPlan{s: s, p: p, existed: e.status == http.StatusOK && len(e.replicas) > 0, shared: f.opts.Shared != nil}
 	pl.m = f.placeWrite(s, p, cands, e)
 	for _, rep := range e.replicas {
 		if rep.m == pl.m {
@@ -176,7 +180,7 @@ func unanswered(e *entry) []string {
 // retiring; ok false when the federator must carry the write.
 func (pl *putPlan) redirect(ctx context.Context) (*url.URL, bool) {
 	m := pl.m
-	if m.proxy || m.putProxy || len(pl.old) > 0 {
+	if m.proxy || m.putProxy || len(pl.old) > 0 || pl.shared {
 		return nil, false
 	}
 	u, err := endpoint.RedirectURL(ctx, m.ep, m.endpointPath(pl.p), endpoint.OpWrite)
@@ -189,12 +193,19 @@ func (pl *putPlan) redirect(ctx context.Context) (*url.URL, bool) {
 // is the exact length of body, or -1. created says the file is new.
 func (f *Federator) Put(ctx context.Context, p string, body io.Reader, size int64, o WriteOptions) (created bool, err error) {
 	s := f.snap.Load()
-	defer f.wrote(s, p, 0)
-	pl, err := f.planPut(ctx, s, p, o)
-	if err != nil {
+	if err := f.sharedWritable(p); err != nil {
 		return false, err
 	}
-	return f.commitPut(ctx, pl, body, size, o)
+	pl, err := f.planPut(ctx, s, p, o)
+	if err != nil {
+		f.wrote(ctx, s, p, 0, false)
+		return false, err
+	}
+	created, err = f.commitPut(ctx, pl, body, size, o)
+	if werr := f.wrote(ctx, s, p, 0, true); err == nil && werr != nil {
+		return false, werr
+	}
+	return created, err
 }
 
 // commitPut writes the body of a planned PUT on its endpoint and retires
@@ -229,11 +240,19 @@ func (f *Federator) commitPut(ctx context.Context, pl *putPlan, body io.Reader, 
 // the path leaves the metadata cache (with hold, a "not found" is not
 // cached for that long: the write goes on at an endpoint after the
 // answer), and Options.OnWrite tells the other roles of the process.
-func (f *Federator) wrote(s *snapshot, p string, hold time.Duration) {
+// When the write may have changed something (changed), the federators
+// sharing state are told too, and wrote returns only once every one of
+// them has dropped the path (sharedWrote); its error, when they could
+// not be told, must become the write's answer: 503, write again.
+func (f *Federator) wrote(ctx context.Context, s *snapshot, p string, hold time.Duration, changed bool) error {
 	s.invalidate(p, hold)
 	if f.opts.OnWrite != nil {
 		f.opts.OnWrite(p)
 	}
+	if !changed {
+		return nil
+	}
+	return f.sharedWrote(ctx, p)
 }
 
 // servePut is the HTTP adapter of a PUT: a Content-Range is refused with
@@ -252,23 +271,30 @@ func (f *Federator) servePut(rq *request) {
 		return
 	}
 	o := WriteOptions{Hops: rq.hops, Cond: r.Header, Want: want}
-	pl, err := f.planPut(r.Context(), s, p, o)
-	if err != nil {
-		f.wrote(s, p, 0)
+	if err := f.sharedWritable(p); err != nil {
 		f.writeFailed(rq, err)
 		return
 	}
-	if u, ok := pl.redirect(r.Context()); ok {
+	ctx := r.Context()
+	pl, err := f.planPut(ctx, s, p, o)
+	if err != nil {
+		f.wrote(ctx, s, p, 0, false)
+		f.writeFailed(rq, err)
+		return
+	}
+	if u, ok := pl.redirect(ctx); ok {
 		// The write happens after we answer: hold off caching "not
 		// found" for this path for a while.
-		f.wrote(s, p, s.cfg.MetadataCache.NegativeTTL.D())
+		f.wrote(ctx, s, p, s.cfg.MetadataCache.NegativeTTL.D(), false)
 		pl.m.mm.redirects.Inc()
 		w.Header().Set("Location", u.String())
 		w.WriteHeader(http.StatusTemporaryRedirect)
 		return
 	}
-	created, err := f.commitPut(r.Context(), pl, r.Body, r.ContentLength, o)
-	f.wrote(s, p, 0)
+	created, err := f.commitPut(ctx, pl, r.Body, r.ContentLength, o)
+	if werr := f.wrote(ctx, s, p, 0, true); err == nil {
+		err = werr
+	}
 	if err != nil {
 		f.writeFailed(rq, err)
 		return
@@ -437,8 +463,16 @@ func (f *Federator) Delete(ctx context.Context, p string, o WriteOptions) error 
 	return f.delete(ctx, f.snap.Load(), p, o)
 }
 
-func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOptions) error {
-	defer f.wrote(s, p, 0)
+func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOptions) (err error) {
+	if err := f.sharedWritable(p); err != nil {
+		return err
+	}
+	changed := false
+	defer func() {
+		if werr := f.wrote(ctx, s, p, 0, changed); err == nil {
+			err = werr
+		}
+	}()
 	e := f.locate(ctx, s, p, o.Hops, false)
 	if e.status != http.StatusOK {
 		code, msg := missingReport(p, e)
@@ -456,6 +490,7 @@ func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOp
 	}
 	errs := make([]error, len(e.replicas))
 	var wg sync.WaitGroup
+	changed = true
 	for i, rep := range e.replicas {
 		if !rep.m.writable {
 			errs[i] = errReadOnly
@@ -551,9 +586,16 @@ func (f *Federator) Mkdir(ctx context.Context, p string) error {
 	return f.mkdir(ctx, f.snap.Load(), p)
 }
 
-func (f *Federator) mkdir(ctx context.Context, s *snapshot, p string) error {
+func (f *Federator) mkdir(ctx context.Context, s *snapshot, p string) (err error) {
+	if err := f.sharedWritable(p); err != nil {
+		return err
+	}
 	cands, down := writable(s, p, s.cfg.MaxHops) // never upstreams: they have their own
-	defer f.wrote(s, p, 0)
+	defer func() {
+		if werr := f.wrote(ctx, s, p, 0, len(cands) > 0); err == nil {
+			err = werr
+		}
+	}()
 	if len(cands) == 0 {
 		if down > 0 {
 			return writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable, "lakefed: %s: every writable endpoint for this path is down", p)

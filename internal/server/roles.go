@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
+	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/shared"
 	"github.com/lakefed/lakefed/internal/sitetest"
 	"github.com/lakefed/lakefed/internal/web"
 )
@@ -107,23 +110,64 @@ func (r *resultsRole) stop(context.Context) error {
 	return r.store.Close()
 }
 
-// federatorRole is the federator; its probes run until it closes.
-type federatorRole struct{ fed *federation.Federator }
+// federatorRole is the federator; its probes run until it closes. With
+// a shared section it shares its state with the other federators of the
+// lake through Redis.
+type federatorRole struct {
+	fed    *federation.Federator
+	shared *shared.Client
+	run    goroutine // the shared client's membership and subscriptions
+}
 
-func (r *federatorRole) start(_ context.Context, s *Server) error {
+func (r *federatorRole) start(ctx context.Context, s *Server) error {
 	opts := federation.Options{Log: s.log, OnWrite: s.wrote, MayList: s.mayList()}
 	if s.opts.ConfigPath != "" {
 		opts.Reload = s.loadFederation
 	}
-	fed, err := federation.New(s.runCtx, *s.cfg.Federation, opts)
+	// The shared client reaches the federator only once it exists: the
+	// subscription starts after New.
+	var fed atomic.Pointer[federation.Federator]
+	if sc := s.cfg.Shared; sc != nil {
+		c, err := shared.New(ctx, shared.Options{URL: sc.Redis, Node: sc.Node, Lease: sc.Lease.D(), Log: s.log,
+			OnInvalidate: func(paths []string) {
+				if f := fed.Load(); f != nil {
+					f.ForgetShared(paths)
+				}
+			},
+			OnFlush: func() {
+				if f := fed.Load(); f != nil {
+					f.ForgetAll()
+				}
+			}})
+		if err != nil {
+			return err
+		}
+		r.shared = c
+		opts.Shared, opts.SharedWritesLocal = c, sc.WritesWhenDegraded == config.WritesLocal
+	}
+	f, err := federation.New(s.runCtx, *s.cfg.Federation, opts)
 	if err != nil {
+		if r.shared != nil {
+			r.shared.Close()
+		}
 		return err
 	}
-	r.fed, s.fed = fed, fed
+	fed.Store(f)
+	r.fed, s.fed = f, f
+	if r.shared != nil {
+		r.run.run(s.runCtx, r.shared.Run)
+		fmt.Fprintf(s.out, "sharing state through %s as %s\n", s.cfg.Shared.Redis, r.shared.Node())
+	}
 	return nil
 }
 
-func (r *federatorRole) stop(context.Context) error { return r.fed.Close() }
+func (r *federatorRole) stop(context.Context) error {
+	if r.shared != nil {
+		r.run.stop(context.Background())
+		r.shared.Close()
+	}
+	return r.fed.Close()
+}
 
 // goroutine is a role's background loop, stopped by cancelling its
 // context and waited for.
