@@ -70,6 +70,9 @@ func kindOf(m *member) string {
 
 func (f *Federator) serveEndpoints(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	if st := f.SharedState(); st != "" {
+		w.Header().Set(SharedHeader, st)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(f.Endpoints())

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/oschwald/geoip2-golang/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/lakefed/lakefed/internal/config"
@@ -180,6 +181,16 @@ func New(ctx context.Context, cfg config.Federation, opts Options) (*Federator, 
 		m:       newMetrics(),
 		probers: map[*member]context.CancelFunc{},
 		geo:     map[string]*geoip2.Reader{},
+	}
+	if sh := opts.Shared; sh != nil {
+		f.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lakefed_federation_shared_degraded",
+			Help: "1 while the shared state (Redis) cannot be reached: this federator serves from its own state and refuses writes."},
+			func() float64 {
+				if sh.Degraded() {
+					return 1
+				}
+				return 0
+			}))
 	}
 	if err := f.Reload(cfg); err != nil {
 		stop()

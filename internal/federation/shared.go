@@ -31,6 +31,23 @@ import (
 // itself.
 const sharedLookupWait = 2 * time.Second
 
+// SharedHeader is the header of /api/endpoints that says whether the
+// shared state is reachable (SharedState).
+const SharedHeader = "X-Lakefed-Shared"
+
+// SharedState is "ok" or "degraded" (Redis unreachable: this federator
+// serves from its own state and refuses writes), or "" when it shares
+// nothing.
+func (f *Federator) SharedState() string {
+	switch {
+	case f.opts.Shared == nil:
+		return ""
+	case f.opts.Shared.Degraded():
+		return "degraded"
+	}
+	return "ok"
+}
+
 // sharedWritable refuses a write while the shared state cannot be
 // reached: the other federators could not be told of it.
 func (f *Federator) sharedWritable(p string) error {
@@ -59,6 +76,15 @@ func (f *Federator) sharedWrote(ctx context.Context, p string) error {
 	f.log.Warn("a write could not be shown to the other federators", "path", p, "err", err)
 	return writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
 		"lakefed: %s: written, but the other federators could not be told (%v); write again", p, err)
+}
+
+// Wrote is the write hook of the other roles of the process that write
+// behind the federator's back (the buffer taking, deleting or retiring a
+// file): p leaves the metadata cache, Options.OnWrite is called, and the
+// federators sharing state drop it too before Wrote returns. Its error
+// says they could not be told.
+func (f *Federator) Wrote(ctx context.Context, p string) error {
+	return f.wrote(ctx, f.snap.Load(), p, 0, true)
 }
 
 // ForgetShared drops paths another federator wrote: from the metadata

@@ -157,6 +157,9 @@ func TestSharedRedisKilled(t *testing.T) {
 		}
 	}
 	l.redis.Kill()
+	for _, u := range l.urls { // each says so, within its lease
+		waitUntilState(t, u, "degraded")
+	}
 	deadline := time.Now().Add(3 * time.Second)
 	for n := 0; time.Now().Before(deadline); n++ {
 		u := l.urls[n%3]
@@ -171,6 +174,9 @@ func TestSharedRedisKilled(t *testing.T) {
 	v2 := bytes.Repeat([]byte("two!"), 3000)
 	os.WriteFile(filepath.Join(l.dirs[1], "f"), v2, 0o644) // behind the federation's back
 	l.redis.Restart(t)
+	for _, u := range l.urls {
+		waitUntilState(t, u, "ok")
+	}
 	waitFor := time.Now().Add(20 * time.Second)
 	for {
 		resp, msg := do(t, http.MethodPut, l.urls[0]+"/g", []byte("new"))
@@ -186,6 +192,27 @@ func TestSharedRedisKilled(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(v2)) {
 			t.Fatalf("HEAD %s/f after Redis came back = %d, %d bytes; want the version changed while it was away (%d)",
 				u, resp.StatusCode, resp.ContentLength, len(v2))
+		}
+	}
+}
+
+// waitUntilState waits until the federator at u says the shared state is
+// state, on /api/endpoints and in its metrics.
+func waitUntilState(t *testing.T, u, state string) {
+	t.Helper()
+	metric := "lakefed_federation_shared_degraded 0"
+	if state == "degraded" {
+		metric = "lakefed_federation_shared_degraded 1"
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, _ := do(t, http.MethodGet, u+"/api/endpoints", nil)
+		_, m := do(t, http.MethodGet, u+"/metrics", nil)
+		if resp.Header.Get("X-Lakefed-Shared") == state && strings.Contains(string(m), metric) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: shared state %q, metrics without %q; want %q", u, resp.Header.Get("X-Lakefed-Shared"), metric, state)
 		}
 	}
 }

@@ -100,19 +100,29 @@ func (r *bufferRole) close() {
 	}
 }
 
-// wrote is the process's one write hook: every write path calls it with
-// the logical path it changed, before the writer gets its answer (the
-// federator for its PUT, DELETE, MKCOL and third-party copies, whether
-// they came over HTTP or through a root:// door; the buffer for the
-// writes it takes and the files it retires). It drops what the roles
-// remember of the path: the federator's metadata and the cache's
-// blocks, so no reader in the process is served the old version.
-func (s *Server) wrote(p string) {
-	if s.fed != nil {
-		s.fed.Forget(p)
-	}
+// wroteLocal is the process's write hook as the federator calls it
+// (Options.OnWrite), for every write it carries or directs, over HTTP or
+// a root:// door, before the writer's answer: the federator has dropped
+// the path from its metadata (and told the federators it shares state
+// with); the cache drops its blocks, so no reader in the process is
+// served the old version.
+func (s *Server) wroteLocal(p string) {
 	if s.cache != nil {
 		s.cache.Forget(p)
+	}
+}
+
+// wrote is the write hook of the roles that write behind the federator
+// (the buffer, for the writes and deletes it takes and the files it
+// retires): through the federator, so its metadata, the cache and the
+// federators sharing state all drop the path.
+func (s *Server) wrote(p string) {
+	if s.fed == nil {
+		s.wroteLocal(p)
+		return
+	}
+	if err := s.fed.Wrote(s.runCtx, p); err != nil {
+		s.log.Warn("a buffered write could not be shown to the other federators", "path", p, "err", err)
 	}
 }
 

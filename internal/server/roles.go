@@ -120,7 +120,7 @@ type federatorRole struct {
 }
 
 func (r *federatorRole) start(ctx context.Context, s *Server) error {
-	opts := federation.Options{Log: s.log, OnWrite: s.wrote, MayList: s.mayList()}
+	opts := federation.Options{Log: s.log, OnWrite: s.wroteLocal, MayList: s.mayList()}
 	if s.opts.ConfigPath != "" {
 		opts.Reload = s.loadFederation
 	}
