@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"sync/atomic"
@@ -120,7 +121,9 @@ func (f *Federator) probeLoop(ctx context.Context, m *member) {
 	for {
 		s := f.snap.Load()
 		hc := s.cfg.Health
-		f.probeOnce(ctx, s, m)
+		if !f.sharedProbe(ctx, s, m) {
+			f.probeOnce(ctx, s, m)
+		}
 		t := time.NewTimer(hc.Interval.D())
 		select {
 		case <-ctx.Done():
@@ -180,4 +183,48 @@ func (f *Federator) probe(ctx context.Context, s *snapshot, m *member) (refused 
 		f.setState(m, false, "probes")
 	}
 	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// sharedState is one endpoint's state as the federator that probed it
+// published it for the others (sharedProbe).
+type sharedState struct {
+	Up   bool   `json:"up"`
+	Err  string `json:"err,omitempty"`
+	Node string `json:"node"`
+}
+
+// sharedProbe shares the active health checks of the federators sharing
+// state: each interval, one of them (whoever takes the endpoint's lease)
+// probes it and publishes its state, and the others take that state, so
+// an endpoint gets one probe per interval, not one per federator, and
+// all of them agree on it. It reports false when this federator must
+// probe itself: it shares nothing, Redis cannot be reached, or nobody
+// published a state (the prober died; its lease ends within an interval).
+func (f *Federator) sharedProbe(ctx context.Context, s *snapshot, m *member) bool {
+	sh := f.opts.Shared
+	if sh == nil || sh.Degraded() {
+		return false
+	}
+	interval := s.cfg.Health.Interval.D()
+	got, err := sh.TryLease(ctx, "probe:"+m.name, interval*9/10)
+	if err != nil {
+		return false
+	}
+	key := "health:" + m.name
+	if got {
+		f.probeOnce(ctx, s, m)
+		b, _ := json.Marshal(sharedState{Up: m.h.up.Load(), Err: m.lastErr(), Node: sh.Node()})
+		_ = sh.Put(ctx, key, b, 3*interval)
+		return true
+	}
+	b, err := sh.Get(ctx, key)
+	var st sharedState
+	if err != nil || b == nil || json.Unmarshal(b, &st) != nil {
+		return false
+	}
+	if !st.Up && st.Err != "" {
+		m.h.setErr(errors.New(st.Err))
+	}
+	f.setState(m, st.Up, "probed by "+st.Node) // an exclusion stays: Up checks it apart
+	return true
 }

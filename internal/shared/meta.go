@@ -84,3 +84,31 @@ func (c *Client) TryLease(ctx context.Context, name string, ttl time.Duration) (
 	}
 	return ok, nil
 }
+
+// Put stores value under the role's key name for ttl (a probe's result,
+// a member's heartbeat): what the others read with Get.
+func (c *Client) Put(ctx context.Context, name string, value []byte, ttl time.Duration) error {
+	if c.degraded.Load() {
+		return ErrDegraded
+	}
+	if err := c.rdb.Set(ctx, Key("state", name), value, ttl).Err(); err != nil {
+		return c.unreachable(err)
+	}
+	return nil
+}
+
+// Get returns the value Put stored under name, nil when there is none
+// (never stored, or expired).
+func (c *Client) Get(ctx context.Context, name string) ([]byte, error) {
+	if c.degraded.Load() {
+		return nil, ErrDegraded
+	}
+	b, err := c.rdb.Get(ctx, Key("state", name)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	return b, nil
+}

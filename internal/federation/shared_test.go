@@ -1,0 +1,77 @@
+package federation
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/shared"
+	"github.com/lakefed/lakefed/internal/testenv"
+)
+
+// sharedFeds starts n federators over the same fakes, sharing state
+// through one Redis.
+func sharedFeds(t *testing.T, n int, yamlText string, fakes ...*fakeEP) []*Federator {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	cfg, err := config.Parse([]byte(yamlText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*fakeEP{}
+	for _, f := range fakes {
+		byName[f.name] = f
+	}
+	newEP := func(ctx context.Context, ec config.Endpoint, log *slog.Logger) (endpoint.Endpoint, error) {
+		return byName[ec.Name].asEndpoint(), nil
+	}
+	var feds []*Federator
+	for range n {
+		var fed *Federator
+		sh, err := shared.New(t.Context(), shared.Options{URL: r.URL, Lease: time.Second, Log: quiet(),
+			OnInvalidate: func(paths []string) { fed.ForgetShared(paths) }, OnFlush: func() { fed.ForgetAll() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fed, err = New(t.Context(), *cfg.Federation, Options{Log: quiet(), NewEndpoint: newEP, Shared: sh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { sh.Run(ctx); close(done) }()
+		t.Cleanup(func() { fed.Close(); cancel(); <-done; sh.Close() })
+		feds = append(feds, fed)
+	}
+	return feds
+}
+
+// Federators sharing state probe an endpoint once per interval between
+// them, not once each, and all of them see it die within about one
+// interval.
+func TestSharedProbes(t *testing.T) {
+	a := newFake("site-a", true)
+	const interval = 200 * time.Millisecond
+	feds := sharedFeds(t, 3, cfgYAML("health: {interval: 200ms, timeout: 150ms, fail_after: 1, recover_after: 1}",
+		ep("site-a", "writable: true")), a)
+	before := a.probes.Load()
+	<-time.After(20 * interval) // a span to count the probes in, not a wait for an event
+	probes := a.probes.Load() - before
+	if max := int64(20*1.3) + 3; probes > max {
+		t.Errorf("%d probes in 20 intervals by 3 federators sharing state, want about 20 (at most %d), not 60", probes, max)
+	}
+	a.down.Store(true)
+	died := time.Now()
+	for _, f := range feds {
+		tf := &testFed{Federator: f}
+		for tf.state("site-a") == "up" {
+			if time.Since(died) > 3*interval {
+				t.Fatalf("a federator still has site-a up %v after it died (interval %v)", time.Since(died), interval)
+			}
+			<-time.After(10 * time.Millisecond)
+		}
+	}
+}
