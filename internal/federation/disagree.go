@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -55,16 +56,44 @@ func (d *disagreements) list() []Disagreement {
 	return out
 }
 
-// disagree records that replicas a and b of one path differ.
+// disagree records that replicas a and b of one path differ: in this
+// process, and, when state is shared, in Redis, where every federator of
+// the lake reads them and a restart does not forget them.
 func (f *Federator) disagree(p string, a, b *replica, issue string) {
+	d := Disagreement{Time: time.Now().UTC(), Path: p, A: a.m.name, B: b.m.name, Issue: issue}
 	f.m.disagreements.Inc()
-	f.dis.add(Disagreement{Time: time.Now().UTC(), Path: p, A: a.m.name, B: b.m.name, Issue: issue})
+	f.dis.add(d)
 	f.log.Warn("replicas disagree", "path", p, "endpoint", a.m.name, "other", b.m.name, "issue", issue)
+	if sh := f.opts.Shared; sh != nil {
+		if js, err := json.Marshal(d); err == nil {
+			ctx, cancel := context.WithTimeout(f.ctx, time.Second)
+			_ = sh.Push(ctx, "disagreements", js, maxDisagreements)
+			cancel()
+		}
+	}
 }
 
 // Disagreements returns the replica disagreements seen recently, newest
-// first.
-func (f *Federator) Disagreements() []Disagreement { return f.dis.list() }
+// first: those of every federator sharing state, else (or while Redis
+// cannot be reached) this one's.
+func (f *Federator) Disagreements() []Disagreement {
+	if sh := f.opts.Shared; sh != nil {
+		ctx, cancel := context.WithTimeout(f.ctx, time.Second)
+		vals, err := sh.List(ctx, "disagreements")
+		cancel()
+		if err == nil {
+			out := make([]Disagreement, 0, len(vals))
+			for _, v := range vals {
+				var d Disagreement
+				if json.Unmarshal(v, &d) == nil {
+					out = append(out, d)
+				}
+			}
+			return out
+		}
+	}
+	return f.dis.list()
+}
 
 // serveDisagreements answers /api/disagreements: the records of the
 // paths Options.MayList lets the caller list.

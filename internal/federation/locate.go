@@ -80,6 +80,9 @@ type entry struct {
 	// otherwise hand each other the same entry forever, each renewing
 	// its TTL, and a deleted file would live on.
 	viaUpstream bool
+	// shared: the entry came from the federators' shared second level
+	// (decodeEntry), whose maker recorded what it found.
+	shared bool
 	// incomplete: some endpoint that could hold the path did not answer
 	// (down, unavailable). Such an entry is stale once any endpoint
 	// changes state, so a site coming back is used again at once.
@@ -411,8 +414,8 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 						sums[k] = v
 					}
 				}
-			case why != "":
-				f.disagree(p, primary, r, why)
+			case why != "" && !e.shared:
+				f.disagree(p, primary, r, why) // an entry from Redis was recorded by its maker
 			}
 		}
 		if len(sums) > 0 {

@@ -211,7 +211,7 @@ func (f *Federator) decodeEntry(s *snapshot, p string, b []byte) *entry {
 	for _, m := range s.members {
 		byName[m.name] = m
 	}
-	e := &entry{epoch: f.epoch.Load()}
+	e := &entry{epoch: f.epoch.Load(), shared: true}
 	for _, a := range w.Answers {
 		m := byName[a.Endpoint]
 		if m == nil {

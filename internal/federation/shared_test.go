@@ -75,3 +75,20 @@ func TestSharedProbes(t *testing.T) {
 		}
 	}
 }
+
+// Replica disagreements found by one federator are listed by every
+// federator sharing state (and outlive its restart: they are in Redis).
+func TestSharedDisagreements(t *testing.T) {
+	a, b := newFake("ra", false), newFake("rb", false)
+	a.put("/f", []byte("one version"))
+	b.put("/f", []byte("another, longer version"))
+	feds := sharedFeds(t, 2, cfgYAML(slowHealth, ep("ra"), ep("rb")), a, b)
+	feds[0].lookup(t.Context(), feds[0].snap.Load(), "/f", 0)
+	found := false
+	for _, d := range feds[1].Disagreements() {
+		found = found || d.Path == "/f"
+	}
+	if !found {
+		t.Fatalf("the other federator does not list the disagreement one found: %+v", feds[1].Disagreements())
+	}
+}

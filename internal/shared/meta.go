@@ -112,3 +112,36 @@ func (c *Client) Get(ctx context.Context, name string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Push adds value at the head of the list name, which keeps the newest
+// keep values (a record every process appends to: replica
+// disagreements). The list lives until deleted: it is the shared memory
+// of the lake, kept across restarts of every process.
+func (c *Client) Push(ctx context.Context, name string, value []byte, keep int) error {
+	if c.degraded.Load() {
+		return ErrDegraded
+	}
+	pipe := c.rdb.TxPipeline()
+	pipe.LPush(ctx, Key("list", name), value)
+	pipe.LTrim(ctx, Key("list", name), 0, int64(keep-1))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return c.unreachable(err)
+	}
+	return nil
+}
+
+// List returns the values of the list name, newest first.
+func (c *Client) List(ctx context.Context, name string) ([][]byte, error) {
+	if c.degraded.Load() {
+		return nil, ErrDegraded
+	}
+	vals, err := c.rdb.LRange(ctx, Key("list", name), 0, -1).Result()
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		out[i] = []byte(v)
+	}
+	return out, nil
+}
