@@ -44,6 +44,7 @@ func sharedFeds(t *testing.T, n int, yamlText string, fakes ...*fakeEP) []*Feder
 		done := make(chan struct{})
 		go func() { sh.Run(ctx); close(done) }()
 		t.Cleanup(func() { fed.Close(); cancel(); <-done; sh.Close() })
+		eventually(t, 5*time.Second, "joined the shared state", func() bool { return !sh.Degraded() && sh.Trusted() })
 		feds = append(feds, fed)
 	}
 	return feds
