@@ -2,7 +2,9 @@ package federation
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,4 +94,34 @@ func TestSharedDisagreements(t *testing.T) {
 	if !found {
 		t.Fatalf("the other federator does not list the disagreement one found: %+v", feds[1].Disagreements())
 	}
+}
+
+// Concurrent cold look-ups of one path on three federators sharing
+// state reach the endpoint about once between them, not three times:
+// one takes the path's lease and asks, the others read its answer.
+func TestSharedColdLookupsAskOnce(t *testing.T) {
+	a := newFake("ra", false)
+	const n = 60
+	for i := range n {
+		a.put(fmt.Sprintf("/c/%d", i), []byte("data"))
+	}
+	feds := sharedFeds(t, 3, cfgYAML(slowHealth, ep("ra")), a)
+	before := a.stats.Load()
+	for i := range n {
+		p := fmt.Sprintf("/c/%d", i)
+		var wg sync.WaitGroup
+		for _, f := range feds {
+			wg.Go(func() {
+				if e := f.lookup(t.Context(), f.snap.Load(), p, 0); e.status != 200 {
+					t.Errorf("lookup %s = %d", p, e.status)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	asked := float64(a.stats.Load()-before) / n
+	if asked > 1.1 {
+		t.Errorf("each path was asked of the endpoint %.2f times by 3 federators sharing state, want at most 1.1", asked)
+	}
+	t.Logf("endpoint asked %.2f times per path", asked)
 }
