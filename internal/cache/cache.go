@@ -138,6 +138,10 @@ type Options struct {
 	// Client is used to read from the other nodes of the group. Nil: a
 	// client of its own.
 	Client *http.Client
+	// Membership, when set, is where the group's nodes find each other
+	// (Redis): Config.Group is then ignored, and Config.Self is this
+	// node's URL among them. Nil: the static Config.Group.
+	Membership Membership
 	// MayList reports whether the caller of r may list the path p (the
 	// auth rules' list permission). /api/cache/files shows only the files
 	// it allows, since the operator's pages pass the auth rules
@@ -220,7 +224,16 @@ func New(ctx context.Context, cfg Config, origin endpoint.Endpoint, opts Options
 		cancel()
 		return nil, err
 	}
-	if len(cfg.Group) > 0 {
+	switch {
+	case opts.Membership != nil:
+		g, err := newDynamicGroup(opts.Membership, cfg.Self, opts.Client, opts.Log)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		c.group = g
+		c.wg.Go(func() { g.run(cctx) })
+	case len(cfg.Group) > 0:
 		g, err := newGroup(cfg.Group, cfg.Self, opts.Client, opts.Log)
 		if err != nil {
 			cancel()

@@ -41,10 +41,86 @@ type member struct {
 }
 
 type group struct {
-	members []*member
+	// members is the current membership, replaced whole (never changed
+	// in place) when a Membership says it changed; the static list of a
+	// config never changes.
+	members atomic.Pointer[[]*member]
 	self    *member
 	client  *http.Client
 	log     *slog.Logger
+	// dyn finds the live members (through Redis); nil with a static list.
+	dyn Membership
+}
+
+// Membership is where the nodes of a cache group find each other (Redis,
+// package shared): each node keeps itself registered with a heartbeat,
+// and the group is the nodes whose registration is live. A node added
+// joins with no config change; one that dies leaves when its
+// registration runs out.
+type Membership interface {
+	// Heartbeat registers self for ttl more.
+	Heartbeat(ctx context.Context, self string, ttl time.Duration) error
+	// Members lists the live registrations.
+	Members(ctx context.Context) ([]string, error)
+}
+
+// membershipTTL is how long a node's registration lasts without a
+// heartbeat (sent every groupProbeInterval): a dead node leaves within
+// it.
+const membershipTTL = 3 * groupProbeInterval
+
+// newDynamicGroup is a group whose members a Membership finds; it starts
+// with this node alone.
+func newDynamicGroup(dyn Membership, self string, client *http.Client, log *slog.Logger) (*group, error) {
+	g, err := newGroup([]string{self}, self, client, log)
+	if err != nil {
+		return nil, err
+	}
+	g.dyn = dyn
+	return g, nil
+}
+
+// refresh registers this node and takes the live members as the group:
+// members it knew keep their state, new ones start up.
+func (g *group) refresh(ctx context.Context) {
+	if err := g.dyn.Heartbeat(ctx, g.self.url, membershipTTL); err != nil {
+		g.log.Warn("cache: group registration failed: serving as the members last seen", "err", err)
+		return
+	}
+	urls, err := g.dyn.Members(ctx)
+	if err != nil {
+		return
+	}
+	old := map[string]*member{}
+	for _, m := range *g.members.Load() {
+		old[m.url] = m
+	}
+	next := []*member{g.self}
+	for _, u := range urls {
+		u = strings.TrimRight(u, "/")
+		if u == g.self.url {
+			continue
+		}
+		m := old[u]
+		if m == nil {
+			m = newMember(u)
+			g.log.Info("cache: group member joined", "member", u)
+		}
+		next = append(next, m)
+	}
+	if len(next) != len(old) {
+		g.log.Info("cache: group membership", "members", len(next))
+	}
+	g.members.Store(&next)
+}
+
+func newMember(u string) *member {
+	m := &member{url: u}
+	h := fnv.New64a()
+	h.Write([]byte(m.url))
+	m.seed = h.Sum64()
+	m.up.Store(true)
+	return m
 }
 
 func newGroup(urls []string, self string, client *http.Client, log *slog.Logger) (*group, error) {
@@ -53,22 +129,20 @@ func newGroup(urls []string, self string, client *http.Client, log *slog.Logger)
 	}
 	g := &group{client: client, log: log}
 	self = strings.TrimRight(self, "/")
+	var members []*member
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("cache: group member %q: want an http(s) base URL", raw)
 		}
-		m := &member{url: strings.TrimRight(raw, "/")}
-		h := fnv.New64a()
-		h.Write([]byte(m.url))
-		m.seed = h.Sum64()
-		m.up.Store(true)
+		m := newMember(strings.TrimRight(raw, "/"))
 		if m.url == self {
 			m.self = true
 			g.self = m
 		}
-		g.members = append(g.members, m)
+		members = append(members, m)
 	}
+	g.members.Store(&members)
 	if g.self == nil {
 		return nil, fmt.Errorf("cache: this node (%q) is not in its group %v", self, urls)
 	}
@@ -93,7 +167,7 @@ func (g *group) owner(p string) *member {
 	ph := h.Sum64()
 	var best *member
 	var bw uint64
-	for _, m := range g.members {
+	for _, m := range *g.members.Load() {
 		if !m.self && !m.up.Load() {
 			continue
 		}
@@ -109,7 +183,10 @@ func (g *group) run(ctx context.Context) {
 	t := time.NewTicker(groupProbeInterval)
 	defer t.Stop()
 	for {
-		for _, m := range g.members {
+		if g.dyn != nil {
+			g.refresh(ctx)
+		}
+		for _, m := range *g.members.Load() {
 			if !m.self {
 				g.probe(ctx, m)
 			}
@@ -145,8 +222,9 @@ func (g *group) mark(m *member, up bool) {
 
 // Members reports each member's URL and whether it is up, for the API.
 func (g *group) status() []GroupMember {
-	out := make([]GroupMember, 0, len(g.members))
-	for _, m := range g.members {
+	ms := *g.members.Load()
+	out := make([]GroupMember, 0, len(ms))
+	for _, m := range ms {
 		out = append(out, GroupMember{URL: m.url, Self: m.self, Up: m.self || m.up.Load()})
 	}
 	return out

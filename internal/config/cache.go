@@ -71,7 +71,10 @@ type Cache struct {
 	// it readers stream from the origin uncached. Default 32.
 	MaxFills int `yaml:"max_fills"`
 	// Group lists the base URLs of every node of a cache group, this one
-	// included; each path is kept by one of them. Empty: no group.
+	// included; each path is kept by one of them. [shared]: the nodes
+	// find each other through the shared section's Redis (each registers
+	// itself; one added joins, one dead leaves within 3 s). Empty: no
+	// group.
 	Group []string `yaml:"group"`
 	// Self is this node's URL in Group. Default: http://<listen>.
 	Self string `yaml:"self"`
@@ -119,6 +122,9 @@ func (c *Cache) validate(v *validator, path string, haveFederation bool) {
 		v.errorf(path+".revalidate_after", "must not be negative")
 	}
 	for i, g := range c.Group {
+		if g == GroupShared && len(c.Group) == 1 {
+			continue
+		}
 		u, err := url.Parse(g)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			v.errorf(fmt.Sprintf("%s.group[%d]", path, i), "%q: want an http(s) base URL", g)

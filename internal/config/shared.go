@@ -2,6 +2,10 @@ package config
 
 import "strings"
 
+// GroupShared, as the one value of cache.group, makes the cache group the
+// nodes registered in the shared section's Redis.
+const GroupShared = "shared"
+
 // What Shared.WritesWhenDegraded may say.
 const (
 	// WritesRefuse refuses writes (503 with Retry-After) while Redis

@@ -61,7 +61,12 @@ func (r *cacheRole) start(ctx context.Context, s *Server) error {
 		origin = ep
 		r.origin = ep
 	}
-	c, err := cache.New(s.runCtx, cacheConfig(cs), origin, cache.Options{Log: s.log, MayList: s.mayList()})
+	copts := cache.Options{Log: s.log, MayList: s.mayList()}
+	if s.shared != nil && len(cs.Group) == 1 && cs.Group[0] == config.GroupShared {
+		// The group is whoever registers in Redis under this name.
+		copts.Membership = s.shared.Group("cache")
+	}
+	c, err := cache.New(s.runCtx, cacheConfig(cs), origin, copts)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
@@ -36,6 +35,9 @@ func (s *Server) plan() []role {
 	var rs []role
 	if s.cfg.Auth != nil {
 		rs = append(rs, &authRole{})
+	}
+	if s.cfg.Shared != nil {
+		rs = append(rs, &sharedRole{})
 	}
 	for i := range s.cfg.Storage {
 		rs = append(rs, &storageRole{index: i})
@@ -110,64 +112,64 @@ func (r *resultsRole) stop(context.Context) error {
 	return r.store.Close()
 }
 
-// federatorRole is the federator; its probes run until it closes. With
-// a shared section it shares its state with the other federators of the
-// lake through Redis.
-type federatorRole struct {
-	fed    *federation.Federator
-	shared *shared.Client
-	run    goroutine // the shared client's membership and subscriptions
+// sharedRole is the state this process shares with the others of the
+// lake through Redis (the shared section): the federator's writes and
+// metadata, the cache group's membership.
+type sharedRole struct {
+	c   *shared.Client
+	run goroutine // the membership and the subscriptions
 }
 
-func (r *federatorRole) start(ctx context.Context, s *Server) error {
+func (r *sharedRole) start(ctx context.Context, s *Server) error {
+	sc := s.cfg.Shared
+	c, err := shared.New(ctx, shared.Options{URL: sc.Redis, Node: sc.Node, Lease: sc.Lease.D(), Log: s.log,
+		// The federator starts after: until it has, there is nothing
+		// of it to drop.
+		OnInvalidate: func(paths []string) {
+			if f := s.sharedFed.Load(); f != nil {
+				f.ForgetShared(paths)
+			}
+		},
+		OnFlush: func() {
+			if f := s.sharedFed.Load(); f != nil {
+				f.ForgetAll()
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	r.c, s.shared = c, c
+	r.run.run(s.runCtx, c.Run)
+	fmt.Fprintf(s.out, "sharing state through %s as %s\n", sc.Redis, c.Node())
+	return nil
+}
+
+func (r *sharedRole) stop(ctx context.Context) error {
+	r.run.stop(ctx)
+	return r.c.Close()
+}
+
+// federatorRole is the federator; its probes run until it closes.
+type federatorRole struct{ fed *federation.Federator }
+
+func (r *federatorRole) start(_ context.Context, s *Server) error {
 	opts := federation.Options{Log: s.log, OnWrite: s.wroteLocal, MayList: s.mayList()}
 	if s.opts.ConfigPath != "" {
 		opts.Reload = s.loadFederation
 	}
-	// The shared client reaches the federator only once it exists: the
-	// subscription starts after New.
-	var fed atomic.Pointer[federation.Federator]
-	if sc := s.cfg.Shared; sc != nil {
-		c, err := shared.New(ctx, shared.Options{URL: sc.Redis, Node: sc.Node, Lease: sc.Lease.D(), Log: s.log,
-			OnInvalidate: func(paths []string) {
-				if f := fed.Load(); f != nil {
-					f.ForgetShared(paths)
-				}
-			},
-			OnFlush: func() {
-				if f := fed.Load(); f != nil {
-					f.ForgetAll()
-				}
-			}})
-		if err != nil {
-			return err
-		}
-		r.shared = c
-		opts.Shared, opts.SharedWritesLocal = c, sc.WritesWhenDegraded == config.WritesLocal
+	if s.shared != nil {
+		opts.Shared, opts.SharedWritesLocal = s.shared, s.cfg.Shared.WritesWhenDegraded == config.WritesLocal
 	}
-	f, err := federation.New(s.runCtx, *s.cfg.Federation, opts)
+	fed, err := federation.New(s.runCtx, *s.cfg.Federation, opts)
 	if err != nil {
-		if r.shared != nil {
-			r.shared.Close()
-		}
 		return err
 	}
-	fed.Store(f)
-	r.fed, s.fed = f, f
-	if r.shared != nil {
-		r.run.run(s.runCtx, r.shared.Run)
-		fmt.Fprintf(s.out, "sharing state through %s as %s\n", s.cfg.Shared.Redis, r.shared.Node())
-	}
+	r.fed, s.fed = fed, fed
+	s.sharedFed.Store(fed)
 	return nil
 }
 
-func (r *federatorRole) stop(context.Context) error {
-	if r.shared != nil {
-		r.run.stop(context.Background())
-		r.shared.Close()
-	}
-	return r.fed.Close()
-}
+func (r *federatorRole) stop(context.Context) error { return r.fed.Close() }
 
 // goroutine is a role's background loop, stopped by cancelling its
 // context and waited for.

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/auth"
@@ -34,6 +35,7 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/shared"
 	"github.com/lakefed/lakefed/internal/sitetest"
 	"github.com/lakefed/lakefed/internal/web"
 	"github.com/lakefed/lakefed/internal/xrootd"
@@ -111,6 +113,10 @@ type Server struct {
 	cacheAddr net.Addr // the cache's own listener, nil when it shares the front
 	auth      *auth.Authorizer
 	buffer    *buffer.Buffer
+	shared    *shared.Client // the state shared through Redis; nil without a shared section
+	// sharedFed is fed for the shared client's subscription, which runs
+	// before the federator starts.
+	sharedFed atomic.Pointer[federation.Federator]
 	door      *xrootd.Server // the federation's root:// door
 	doorAddr  net.Addr
 	cacheDoor *xrootd.Server // the cache's root:// door

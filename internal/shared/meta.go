@@ -145,3 +145,31 @@ func (c *Client) List(ctx context.Context, name string) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// Group is a membership of the processes of one kind (the nodes of a
+// cache group): each registers itself with a heartbeat, on Redis's
+// clock, and the group is the registrations that have not run out.
+type Group struct {
+	c    *Client
+	name string
+}
+
+// Group returns the group name.
+func (c *Client) Group(name string) *Group { return &Group{c: c, name: name} }
+
+// Heartbeat registers member for ttl more.
+func (g *Group) Heartbeat(ctx context.Context, member string, ttl time.Duration) error {
+	if _, err := heartbeat.Run(ctx, g.c.rdb, []string{Key("group", g.name)}, member, ttl.Milliseconds(), "0").Int64(); err != nil {
+		return g.c.unreachable(err)
+	}
+	return nil
+}
+
+// Members lists the registrations that have not run out.
+func (g *Group) Members(ctx context.Context) ([]string, error) {
+	m, err := liveMembers.Run(ctx, g.c.rdb, []string{Key("group", g.name)}).StringSlice()
+	if err != nil {
+		return nil, g.c.unreachable(err)
+	}
+	return m, nil
+}

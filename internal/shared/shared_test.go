@@ -176,3 +176,25 @@ func TestStoreMetaRefusedAfterWrite(t *testing.T) {
 		t.Fatalf("TryLease twice = %v, %v (%v); want one holder", got, again, err)
 	}
 }
+
+// A group's registrations: a member registered is listed, one whose
+// registration ran out is not.
+func TestGroupRegistrations(t *testing.T) {
+	r := testenv.StartRedis(t)
+	a := startMember(t, r.URL, "a", time.Second)
+	g := a.Group("cache")
+	ctx := context.Background()
+	if err := g.Heartbeat(ctx, "http://n1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Heartbeat(ctx, "http://n2", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := g.Members(ctx); len(m) != 2 {
+		t.Fatalf("Members = %v, want both", m)
+	}
+	waitUntil(t, 5*time.Second, "n2's registration ran out", func() bool {
+		m, _ := g.Members(ctx)
+		return len(m) == 1 && m[0] == "http://n1"
+	})
+}
