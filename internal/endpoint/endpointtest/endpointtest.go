@@ -60,6 +60,9 @@ type Caps struct {
 	// when percent-encoded (XrdHttp cuts a name at "?"); names with them
 	// are left out.
 	BadNameChars string
+	// NoSpace: the kind can report capacity, but this server does not
+	// say it (no RFC 4331 quota properties); Space wraps ErrUnsupported.
+	NoSpace bool
 }
 
 // timeout bounds each case's operations.
@@ -90,6 +93,9 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"ConcurrentReads", s.concurrentReads},
 	}
 	for _, c := range cases {
+		t.Run(c.name, c.fn)
+	}
+	for _, c := range s.namespaceCases() {
 		t.Run(c.name, c.fn)
 	}
 }

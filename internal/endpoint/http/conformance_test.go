@@ -30,11 +30,12 @@ func newEP(t *testing.T, cfg endpoint.Config) *httpep.Endpoint {
 }
 
 // TestNginx runs the suite against nginx with the dav and dav-ext modules.
-// nginx offers no checksums (no Want-Digest support).
+// nginx offers no checksums (no Want-Digest support) and no RFC 4331
+// quota properties.
 func TestNginx(t *testing.T) {
 	ng := testenv.StartNginx(t)
 	endpointtest.Run(t, func(t *testing.T) endpointtest.Target {
-		return endpointtest.Target{Endpoint: newEP(t, endpoint.Config{URL: ng.URL})}
+		return endpointtest.Target{Endpoint: newEP(t, endpoint.Config{URL: ng.URL}), Caps: endpointtest.Caps{NoSpace: true}}
 	})
 }
 
@@ -46,7 +47,7 @@ func TestNginxBase(t *testing.T) {
 	}
 	endpointtest.Run(t, func(t *testing.T) endpointtest.Target {
 		u := "dav" + ng.URL[len("http"):] + "base%20dir/x"
-		return endpointtest.Target{Endpoint: newEP(t, endpoint.Config{URL: u})}
+		return endpointtest.Target{Endpoint: newEP(t, endpoint.Config{URL: u}), Caps: endpointtest.Caps{NoSpace: true}}
 	})
 }
 
@@ -58,13 +59,14 @@ func TestNginxBase(t *testing.T) {
 // with no body; the endpoint repairs that with a second request), no
 // Want-Digest without a checksum plugin (HEAD answers 405), a PUT that
 // writes in place (a broken upload leaves a partial file), and names cut
-// at "?" even when it is sent as %3F.
+// at "?" even when it is sent as %3F; MOVE, but no RFC 4331 quota
+// properties.
 func TestXRootD(t *testing.T) {
 	xr := testenv.StartXRootD(t)
 	endpointtest.Run(t, func(t *testing.T) endpointtest.Target {
 		return endpointtest.Target{
 			Endpoint: newEP(t, endpoint.Config{URL: xr.URL}),
-			Caps:     endpointtest.Caps{PutNotAtomic: true, BadNameChars: "?"},
+			Caps:     endpointtest.Caps{PutNotAtomic: true, BadNameChars: "?", NoSpace: true},
 		}
 	})
 }

@@ -47,6 +47,8 @@ type Endpoint struct {
 	name string
 	root string // absolute, symlinks resolved
 	log  *slog.Logger
+
+	owners owners // names of uids and gids (namespace.go)
 }
 
 var (
@@ -171,7 +173,7 @@ func wrap(op, p string, err error) error {
 		class = endpoint.ErrNotFound
 	case errors.Is(err, syscall.ENOTEMPTY):
 		// Go counts ENOTEMPTY as fs.ErrExist; it is a refusal, not "exists".
-		class = endpoint.ErrRefused
+		class = endpoint.ErrNotEmpty
 	case errors.Is(err, fs.ErrExist):
 		class = endpoint.ErrExist
 	case errors.Is(err, errEscape), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR),
@@ -191,13 +193,15 @@ func opErr(op, p string, err error) error {
 	return &endpoint.OpError{Kind: endpoint.KindPosix, Op: op, Path: p, Err: err}
 }
 
-func infoOf(p string, fi fs.FileInfo) endpoint.Info {
+func (e *Endpoint) infoOf(p string, fi fs.FileInfo) endpoint.Info {
 	name := path.Base(p)
 	size := fi.Size()
 	if fi.IsDir() {
 		size = 0
 	}
-	return endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir()}
+	in := endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir()}
+	e.describe(&in, fi)
+	return in
 }
 
 // Stat describes path. Checksums holds those kept in the root's sidecars
@@ -215,7 +219,7 @@ func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	if err != nil {
 		return endpoint.Info{}, wrap("stat", p, err)
 	}
-	in := infoOf(p, fi)
+	in := e.infoOf(p, fi)
 	in.Checksums = e.keptSums(fi)
 	return in, nil
 }
@@ -260,7 +264,7 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 		} else if cfi, err = de.Info(); err != nil {
 			continue // removed since ReadDir
 		}
-		out = append(out, infoOf(child, cfi))
+		out = append(out, e.infoOf(child, cfi))
 	}
 	return out, nil
 }
@@ -299,7 +303,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	if n < 0 || off+n > fi.Size() {
 		n = fi.Size() - off
 	}
-	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p, ver: infoOf(p, fi)}, nil
+	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p, ver: endpoint.Info{Name: path.Base(p), Size: fi.Size(), ModTime: fi.ModTime()}}, nil
 }
 
 // file is an open range of a local file.

@@ -558,7 +558,7 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 	case err != nil:
 		return e.wrap("delete", p, err)
 	case inside:
-		return opErr("delete", p, fmt.Errorf("%w: directory not empty", endpoint.ErrRefused))
+		return opErr("delete", p, endpoint.ErrNotEmpty)
 	case mk == 0:
 		return opErr("delete", p, endpoint.ErrNotFound)
 	}
