@@ -259,6 +259,7 @@ type Server struct {
 
 	conns, opens, redirects, readBytes, writtenBytes atomic.Int64
 	errs                                             map[string]*atomic.Int64 // fixed keys: classes
+	ops                                              opCounts                 // for kXR_query stats
 
 	mOpens, mRedirects, mRead, mWritten prometheus.Counter
 	mErrors                             *prometheus.CounterVec
@@ -287,6 +288,7 @@ func New(ns Namespace, opts Options) *Server {
 	for _, c := range classes {
 		s.errs[c] = new(atomic.Int64)
 	}
+	s.ops.start = time.Now()
 	s.bufs.New = func() any { b := make([]byte, readVBuf); return &b }
 	s.mOpens = prometheus.NewCounter(prometheus.CounterOpts{Name: "lakefed_xroot_opens_total",
 		Help: "root:// opens answered with a file handle or a redirect."})
