@@ -78,28 +78,13 @@ func Chmod(ctx context.Context, ep Endpoint, p string, mode fs.FileMode) error {
 // DirRemover is implemented by namespaces over several endpoints (the
 // federation), whose Delete of a directory removes it endpoint by
 // endpoint: Rmdir first checks the directory is empty across all of them.
+// For a single endpoint, Delete of a directory is its rmdir (the
+// Endpoint contract refuses one with entries).
 type DirRemover interface {
 	// Rmdir removes the empty directory p. A missing p wraps
 	// ErrNotFound, a directory with entries ErrNotEmpty, a file
 	// ErrRefused.
 	Rmdir(ctx context.Context, p string) error
-}
-
-// Rmdir removes the empty directory p from ep: with its DirRemover when
-// it is one, else by Stat (a file wraps ErrRefused) and Delete, whose
-// contract refuses a directory with entries.
-func Rmdir(ctx context.Context, ep Endpoint, p string) error {
-	if d, ok := ep.(DirRemover); ok {
-		return d.Rmdir(ctx, p)
-	}
-	in, err := ep.Stat(ctx, p)
-	if err != nil {
-		return err
-	}
-	if !in.IsDir {
-		return fmt.Errorf("%s: rmdir %q: not a directory: %w", ep.Name(), p, ErrRefused)
-	}
-	return ep.Delete(ctx, p)
 }
 
 // Space is what a store says of its capacity, in bytes.

@@ -7,7 +7,7 @@ package xrootd
 // and delete on the source and create or modify on the destination,
 // truncate and chmod modify), then done by the namespace's own function,
 // found by type assertion (endpoint.Renamer, Truncater, Chmoder,
-// DirRemover, SpaceReporter): the federation's keep its rules (one
+// DirRemover, SpaceReporter, and Delete and Mkdir of an Endpoint): the federation's keep its rules (one
 // endpoint per rename, nothing half done, every cache told before the
 // answer). A namespace without the power gets kXR_Unsupported, and so
 // does an endpoint kind without it, by the namespace's own refusal.
@@ -172,8 +172,15 @@ func (c *conn) rmdir(h *header, data []byte) error {
 	if !ok {
 		return err
 	}
-	ep, can := c.s.ns.(endpoint.Endpoint)
-	if !can {
+	var rmdir func(ctx context.Context, p string) error
+	switch ns := c.s.ns.(type) {
+	case endpoint.DirRemover:
+		rmdir = ns.Rmdir
+	case interface {
+		Delete(ctx context.Context, p string) error
+	}:
+		rmdir = ns.Delete // a directory: the Endpoint contract's rmdir
+	default:
 		return c.unsupported(h, "kXR_rmdir")
 	}
 	ctx, cancel := c.reqCtx(tok)
@@ -187,7 +194,7 @@ func (c *conn) rmdir(h *header, data []byte) error {
 		c.s.countError(classRefused)
 		return c.sendError(h.sid(), codeFSError, fmt.Sprintf("unable to remove %s: not a directory", p))
 	}
-	return c.done(h, key, codeNotAuthorized, endpoint.Rmdir(ctx, ep, p))
+	return c.done(h, key, codeNotAuthorized, rmdir(ctx, p))
 }
 
 // move answers a kXR_mv that is not of a held upload: from must be
