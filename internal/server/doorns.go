@@ -46,7 +46,7 @@ func (s *Server) newBufferedDoor(overlay endpoint.Endpoint, fed *federation.Name
 	return d
 }
 
-func (d *bufferedDoor) Name() string                              { return d.ep.Name() }
+func (d *bufferedDoor) Name() string                               { return d.ep.Name() }
 func (d *bufferedDoor) Delete(ctx context.Context, p string) error { return d.ep.Delete(ctx, p) }
 func (d *bufferedDoor) Mkdir(ctx context.Context, p string) error  { return d.ep.Mkdir(ctx, p) }
 
