@@ -105,7 +105,9 @@ func TestDoorNamespace(t *testing.T) {
 		{prefix: "/xrd", kind: "xroot", rename: true, inPlace: true, space: true, root: true, look: onDisk(xrd.Dir)},
 		{prefix: "/s3", kind: "s3", look: func(rel string) (endpoint.Info, error) { return s3ep.Stat(t.Context(), rel) }},
 	}
-	xfs := func(args ...string) (string, error) { return tryRun(doorEnv, xrdfs, append([]string{door}, args...)...) }
+	xfs := func(args ...string) (string, error) {
+		return tryRun(doorEnv, xrdfs, append([]string{door}, args...)...)
+	}
 	ok := func(t *testing.T, args ...string) string {
 		t.Helper()
 		out, err := xfs(args...)
