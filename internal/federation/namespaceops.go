@@ -133,12 +133,15 @@ func (f *Federator) move(ctx context.Context, s *snapshot, from, to string, o Wr
 			}
 		}
 	default:
-		// A new name goes where the placement rule puts a new file.
+		// A new name belongs under the most specific prefix that holds
+		// it, as a new file does (placeBefore); among the endpoints of
+		// that prefix, priority (or spread) only chooses where new files
+		// go, and a renamed one may stay where it is.
 		cands, _ := writable(s, to, o.Hops)
-		if len(cands) > 0 && placeBefore(m, cands[0]) != 0 {
+		if len(cands) > 0 && (len(m.prefix) != len(cands[0].prefix) || m.upstream != cands[0].upstream) {
 			return refuse(http.StatusForbidden, endpoint.ErrUnsupported,
-				"a new %s belongs on %s (the most specific prefix), not on %s where %s is: a move across endpoints is a copy and a delete, not a rename",
-				to, cands[0].name, m.name, from)
+				"a new %s belongs on %s (the most specific prefix, %s), not on %s where %s is: a move across endpoints is a copy and a delete, not a rename",
+				to, cands[0].name, cands[0].prefix, m.name, from)
 		}
 	}
 	if !m.h.Up() {

@@ -144,6 +144,12 @@ func TestMove(t *testing.T) {
 	if err == nil || readFile(dirA, "/z") != "x on a" || readFile(dirA, "/w") != "w" {
 		t.Errorf("Move with If-None-Match: * over a file = %v; a/z %q, a/w %q", err, readFile(dirA, "/z"), readFile(dirA, "/w"))
 	}
+	// On the endpoint of lower priority: priority places new files, it
+	// does not keep a renamed one from staying where it is.
+	writeFile(t, dirB, "/onb", "on b")
+	if _, err := tf.Move(ctx, "/onb", "/onb2", WriteOptions{}); err != nil || readFile(dirB, "/onb2") != "on b" || exists(dirA, "/onb2") {
+		t.Errorf("Move on the second endpoint = %v; b/onb2 %q, a/onb2 %v", err, readFile(dirB, "/onb2"), exists(dirA, "/onb2"))
+	}
 	_, err = tf.Move(ctx, "/missing", "/m2", WriteOptions{})
 	if !errors.Is(err, endpoint.ErrNotFound) {
 		t.Errorf("Move(missing) = %v, want ErrNotFound", err)

@@ -27,6 +27,10 @@ import (
 
 	"go-hep.org/x/hep/xrootd/xrdproto"
 	"go-hep.org/x/hep/xrootd/xrdproto/mkdir"
+	"go-hep.org/x/hep/xrootd/xrdproto/open"
+	"go-hep.org/x/hep/xrootd/xrdproto/read"
+	xrdsync "go-hep.org/x/hep/xrootd/xrdproto/sync"
+	"go-hep.org/x/hep/xrootd/xrdproto/write"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 )
@@ -366,11 +370,11 @@ func (c *conn) queryStats(h *header, data []byte) error {
 		for _, n := range st.Errors {
 			errs += n
 		}
-		reads := o.n(3013, reqPgRead) // kXR_read
+		reads := o.n(read.RequestID, reqPgRead)
 		readv := o.n(reqReadV)
-		writes := o.n(3019, reqPgWrite) // kXR_write
-		syncs := o.n(3016)              // kXR_sync
-		opens := o.n(3010)              // kXR_open
+		writes := o.n(write.RequestID, reqPgWrite)
+		syncs := o.n(xrdsync.RequestID)
+		opens := o.n(open.RequestID)
 		var all int64
 		for i := range o.reqs {
 			all += o.reqs[i].Load()

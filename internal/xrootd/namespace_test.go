@@ -2,17 +2,24 @@ package xrootd
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"go-hep.org/x/hep/xrootd/xrdproto/mv"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/posix"
+	"github.com/lakefed/lakefed/internal/endpoint/xroot/xrdwire"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -143,5 +150,104 @@ func TestXrdfsNamespace(t *testing.T) {
 	}
 	if !regexp.MustCompile(`<misc>[1-9]\d*</misc>`).MatchString(out) {
 		t.Errorf("xrdfs query stats a counts no namespace requests (misc):\n%s", out)
+	}
+}
+
+// Each namespace request asks Authorize for the action HTTP's auth
+// middleware asks for the same change, and a refusal is
+// kXR_NotAuthorized with nothing changed on disk.
+func TestNamespaceAuthorize(t *testing.T) {
+	dir := t.TempDir()
+	ep, err := posix.New(context.Background(), endpoint.Config{Name: "disk", URL: "file://" + dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var asked []string
+	deny := map[string]bool{}
+	authorize := func(_ context.Context, _, act, p string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, act+" "+p)
+		if deny[act] {
+			return fmt.Errorf("no %s for you", act)
+		}
+		return nil
+	}
+	_, addr := startDoor(t, posixNS{ep}, Options{Authorize: authorize})
+	for _, f := range []string{"f", "t", "c"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("0123456789"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Mkdir(filepath.Join(dir, "d"), 0o755)
+	r := dialRaw(t, addr)
+	mv := func(from, to string) (int, []byte) {
+		params := make([]byte, 16)
+		binary.BigEndian.PutUint16(params[14:], uint16(len(from)))
+		return r.answer(r.request(mv.RequestID, params, []byte(from+" "+to)))
+	}
+	withU16 := func(off int, v uint16) []byte {
+		params := make([]byte, 16)
+		binary.BigEndian.PutUint16(params[off:], v)
+		return params
+	}
+	trunc := make([]byte, 16)
+	binary.BigEndian.PutUint64(trunc[4:], 3)
+	cases := []struct {
+		name string
+		do   func() (int, []byte)
+		want []string // the actions asked, in order
+		deny string   // refused action: the request must fail, nothing changes
+		kept string   // a path that must still be there after a refusal
+		gone string   // and one that must not be there
+	}{
+		{"mkdir", func() (int, []byte) { return r.answer(r.request(3008, withU16(0, 0x0100), []byte("/new"))) }, []string{"create /new"}, "create", "/f", "/new"},
+		{"truncate", func() (int, []byte) { return r.answer(r.request(3028, trunc, []byte("/t"))) }, []string{"modify /t"}, "modify", "/t", "/x"},
+		{"chmod", func() (int, []byte) { return r.answer(r.request(3002, withU16(14, 0o600), []byte("/c"))) }, []string{"modify /c"}, "modify", "/c", "/x"},
+		{"rm", func() (int, []byte) { return r.answer(r.request(3014, pathParams(), []byte("/f"))) }, []string{"delete /f"}, "delete", "/f", "/x"},
+		{"rmdir", func() (int, []byte) { return r.answer(r.request(3015, pathParams(), []byte("/d"))) }, []string{"delete /d"}, "delete", "/d", "/x"},
+		{"mv", func() (int, []byte) { return mv("/t", "/moved") }, []string{"modify /t", "delete /t", "create /moved"}, "delete", "/t", "/moved"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mu.Lock()
+			asked, deny = nil, map[string]bool{c.deny: true}
+			mu.Unlock()
+			st, body := c.do()
+			se := xrdwire.ParseError(body)
+			if st != 4003 || se.Code != 3010 {
+				t.Errorf("%s with %s refused: status %d, error %d %q; want kXR_NotAuthorized", c.name, c.deny, st, se.Code, se.Message)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, c.kept)); err != nil {
+				t.Errorf("a refused %s changed %s: %v", c.name, c.kept, err)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, c.gone)); err == nil {
+				t.Errorf("a refused %s made %s", c.name, c.gone)
+			}
+			mu.Lock()
+			asked, deny = nil, map[string]bool{}
+			mu.Unlock()
+			if st, body := c.do(); st != 0 {
+				t.Fatalf("%s allowed: status %d %q", c.name, st, body)
+			}
+			mu.Lock()
+			got := slices.Clone(asked)
+			mu.Unlock()
+			for _, w := range c.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("%s asked Authorize %q, want %q among them", c.name, got, w)
+				}
+			}
+		})
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "moved")); string(b) != "012" {
+		t.Errorf("after truncate 3 and mv, /moved holds %q", b)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "c")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("after chmod 0600, /c: %v, %v", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "new")); err != nil || !fi.IsDir() {
+		t.Errorf("after mkdir, /new: %v", err)
 	}
 }
