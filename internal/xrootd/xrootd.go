@@ -25,10 +25,11 @@
 // locate or query, does not strip CGI and lets "/../" escape its export.
 // Requests served: kXR_protocol, login, auth (ztn and unix), ping, endsess,
 // stat, statx, dirlist (with kXR_dstat), locate, open, read, readv, pgread,
-// write, pgwrite, sync, close, and query checksum and config (uproot and
-// fsspec-xrootd ask for the readv limits). kXR_mv and kXR_rm are served
-// only for the temporary upload of lakefed's own root:// client (see
-// isHeldName). Anything else gets kXR_Unsupported with the request's name.
+// write, pgwrite, sync, close, query checksum, config (uproot and
+// fsspec-xrootd ask for the readv limits), space and stats, and the
+// namespace requests mkdir, rm, rmdir, mv, truncate and chmod, which the
+// Namespace does when it has the power (namespace.go). Anything else gets
+// kXR_Unsupported with the request's name.
 //
 // Security: with Options.TLS the door speaks roots://, XRootD 5's
 // in-protocol TLS (kXR_protocol's kXR_wantTLS answered with
