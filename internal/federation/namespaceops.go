@@ -99,6 +99,9 @@ func (f *Federator) move(ctx context.Context, s *snapshot, from, to string, o Wr
 			"%s is held by %s: a rename on several endpoints cannot be made all-or-nothing (one may fail after another succeeded, and so may the undo); remove the other copies first",
 			from, strings.Join(replicaNames(src.replicas), ", "))
 	}
+	if from == to {
+		return false, nil // as rename(2): nothing to do
+	}
 	rep := src.replicas[0]
 	m := rep.m
 	switch _, canRename := m.ep.(endpoint.Renamer); {

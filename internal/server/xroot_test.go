@@ -152,3 +152,45 @@ func TestBufferedDoorNamespace(t *testing.T) {
 		t.Errorf("the buffered file after the refused mv and rmdir: %v\n%s", err, out)
 	}
 }
+
+// A directory moved through the door leaves the cache of the process
+// with every path below it: the old names are 404 at once, the new ones
+// read.
+func TestDoorMoveSeenByCache(t *testing.T) {
+	xrdfs := testenv.Require(t, "xrdfs")
+	fed := servertest.Start(t, servertest.Options{Sites: 1, Configure: func(c *config.Config) {
+		c.ListenXroot = "127.0.0.1:0"
+		c.Cache = &config.Cache{Dir: t.TempDir(), Origin: config.OriginFederation, RevalidateAfter: config.Duration(time.Hour)}
+	}})
+	data := bytes.Repeat([]byte("moved "), 50000)
+	os.MkdirAll(filepath.Join(fed.Sites[0].Dir, "d", "sub"), 0o755)
+	if err := os.WriteFile(filepath.Join(fed.Sites[0].Dir, "d", "sub", "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(fed.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if code, b := read("/d/sub/f"); code != 200 || !bytes.Equal(b, data) {
+		t.Fatalf("first read = %d, %d bytes", code, len(b))
+	}
+	door := strings.TrimPrefix(fed.Server.XrootURL(), "root://")
+	if b, err := exec.Command(xrdfs, door, "mv", "/d", "/e").CombinedOutput(); err != nil {
+		t.Fatalf("xrdfs mv /d /e: %v\n%s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(fed.Sites[0].Dir, "e", "sub", "f")); err != nil {
+		t.Fatalf("after xrdfs mv the site has no e/sub/f: %v", err)
+	}
+	if code, b := read("/d/sub/f"); code != 404 {
+		t.Errorf("read of the old name through the cache after mv = %d (%d bytes), want 404", code, len(b))
+	}
+	if code, b := read("/e/sub/f"); code != 200 || !bytes.Equal(b, data) {
+		t.Errorf("read of the new name = %d, %d bytes", code, len(b))
+	}
+}

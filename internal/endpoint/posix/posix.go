@@ -176,6 +176,9 @@ func wrap(op, p string, err error) error {
 		class = endpoint.ErrNotEmpty
 	case errors.Is(err, fs.ErrExist):
 		class = endpoint.ErrExist
+	case errors.Is(err, syscall.EXDEV):
+		// A rename across file systems below the root: not one step.
+		class = endpoint.ErrUnsupported
 	case errors.Is(err, errEscape), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR),
 		errors.Is(err, syscall.ENAMETOOLONG),
 		errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EINVAL):
