@@ -251,7 +251,14 @@ func (c *conn) truncate(h *header, data []byte) error {
 	}
 	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
-	return c.done(h, "truncate "+p, codeNotAuthorized, t.Truncate(ctx, p, size))
+	key := "truncate " + p
+	if in, err := c.s.ns.Stat(ctx, p); err != nil {
+		return c.sendFailure(h.sid(), key, codeNotAuthorized, err)
+	} else if in.IsDir {
+		c.s.countError(classRefused)
+		return c.sendError(h.sid(), codeIsDirectory, fmt.Sprintf("unable to truncate %s: is a directory", p))
+	}
+	return c.done(h, key, codeNotAuthorized, t.Truncate(ctx, p, size))
 }
 
 // chmod answers kXR_chmod: its mode bits are the POSIX ones

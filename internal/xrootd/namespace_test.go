@@ -115,9 +115,10 @@ func TestXrdfsNamespace(t *testing.T) {
 		t.Errorf("xrdfs chmod rwxr-x---: mode on disk %v, %v", fi.Mode(), err)
 	}
 
-	fails("3016", "rm", "/a/b")      // a directory: kXR_isDirectory
-	fails("3018", "rmdir", "/a/b")   // not empty: kXR_ItExists
-	fails("3005", "rmdir", "/a/b/g") // a file: kXR_FSError, not a directory
+	fails("3016", "truncate", "/a/b", "0") // a directory: kXR_isDirectory
+	fails("3016", "rm", "/a/b")            // a directory: kXR_isDirectory
+	fails("3018", "rmdir", "/a/b")         // not empty: kXR_ItExists
+	fails("3005", "rmdir", "/a/b/g")       // a file: kXR_FSError, not a directory
 	fails("3011", "rmdir", "/a/none")
 	if !isDir("/a/b") || missing("/a/b/g") {
 		t.Errorf("a refused rm or rmdir removed something")
