@@ -79,7 +79,11 @@ import (
 
 // Namespace is what the door serves. Every method may be called
 // concurrently. Paths are clean and absolute (httpx.CleanPath), without
-// the client's CGI.
+// the client's CGI. The namespace requests need more, found by type
+// assertion: Delete and Mkdir as an endpoint.Endpoint has them (rm,
+// mkdir), endpoint.DirRemover (rmdir; else Delete), Renamer (mv),
+// Truncater, Chmoder, SpaceReporter (query space) and Locator (locate);
+// without one, the request is kXR_Unsupported.
 type Namespace interface {
 	// Stat describes path; a missing path wraps endpoint.ErrNotFound.
 	Stat(ctx context.Context, path string) (endpoint.Info, error)
