@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"time"
 )
@@ -74,6 +75,16 @@ type Info struct {
 	// "crc32c") to its value in the field's usual form: 8 lower-case hex
 	// digits for adler32 and crc32c, 32 for md5. Nil when none are known.
 	Checksums map[string]string
+
+	// Mode holds the permission bits (fs.ModePerm), where the kind
+	// knows them (posix); 0 when unknown.
+	Mode fs.FileMode
+	// Owner and Group name the owner and group, where the kind knows
+	// them; "" when unknown.
+	Owner, Group string
+	// CTime (last status change) and ATime (last access), where the
+	// kind knows them; zero when unknown.
+	CTime, ATime time.Time
 }
 
 // Op says what a client wants to do with a URL it is redirected to.

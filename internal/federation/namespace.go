@@ -215,8 +215,17 @@ func (n *Namespace) Put(ctx context.Context, p string, r io.Reader, size int64) 
 }
 
 // Delete removes every replica of p, as DELETE does (Federator.Delete).
+// A directory with entries is refused with endpoint.ErrNotEmpty, as the
+// Endpoint contract says.
 func (n *Namespace) Delete(ctx context.Context, p string) error {
-	return n.f.Delete(ctx, p, WriteOptions{})
+	err := n.f.Delete(ctx, p, WriteOptions{})
+	if errors.Is(err, endpoint.ErrRefused) && !errors.Is(err, endpoint.ErrNotEmpty) {
+		// The endpoints' refusals are in the report, not in the chain.
+		if items, lerr := n.List(ctx, p); lerr == nil && len(items) > 0 {
+			return fmt.Errorf("%w: %w", err, endpoint.ErrNotEmpty)
+		}
+	}
+	return err
 }
 
 // Mkdir creates p on every healthy writable endpoint that could hold it

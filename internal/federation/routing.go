@@ -119,6 +119,8 @@ func (f *Federator) serveNamespace(w http.ResponseWriter, r *http.Request) {
 		f.serveMkcol(rq)
 	case "COPY":
 		f.serveCopy(rq)
+	case "MOVE":
+		f.serveMove(rq)
 	case http.MethodOptions:
 		h := w.Header()
 		h.Set("Allow", allow)
@@ -130,7 +132,7 @@ func (f *Federator) serveNamespace(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-const allow = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, COPY"
+const allow = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, COPY, MOVE"
 
 // siteOf returns the value of SiteParam in a raw query string, or "".
 func siteOf(raw string) string {

@@ -62,14 +62,15 @@ func (f *Federator) sharedWritable(p string) error {
 // sharedWrote tells every federator sharing state that p changed, and
 // returns once each has dropped it. The bound covers a member's lease:
 // a member that does not answer is waited out (shared.Client.Invalidate).
-func (f *Federator) sharedWrote(ctx context.Context, p string) error {
+func (f *Federator) sharedWrote(ctx context.Context, paths ...string) error {
 	sh := f.opts.Shared
-	if sh == nil {
+	if sh == nil || len(paths) == 0 {
 		return nil
 	}
+	p := paths[0]
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err := sh.Invalidate(ctx, p)
+	err := sh.Invalidate(ctx, paths...)
 	if err == nil || (errors.Is(err, shared.ErrDegraded) && f.opts.SharedWritesLocal) {
 		return nil
 	}

@@ -32,6 +32,9 @@ func (r *xrootRole) start(_ context.Context, s *Server) error {
 		addr, what = s.cfg.Cache.ListenXroot, "cache"
 	} else {
 		ns, reg = s.namespace().(xrootd.Namespace), s.fed.Registry() // the Namespace, or the buffer's overlay of it: both have Checksum and Replicas
+		if s.buffer != nil {
+			ns = s.newBufferedDoor(s.namespace(), s.fed.Namespace())
+		}
 	}
 	opts := xrootd.Options{Log: s.log, Registerer: reg, OutageWait: s.cfg.XrootOutageWait.D()}
 	if s.auth != nil {

@@ -91,12 +91,107 @@ func TestDoorWriteSeenByCache(t *testing.T) {
 	if code, b := read("after the door's write"); code != 200 || !bytes.Equal(b, v2) {
 		t.Fatalf("read through the cache after a write at the door = %d, %d bytes (v1: %v); want v2", code, len(b), bytes.Equal(b, v1))
 	}
-	if b, err := exec.Command(xrdfs, strings.TrimPrefix(door, "root://"), "rm", "/f").CombinedOutput(); err != nil {
-		t.Logf("xrdfs rm: %v\n%s", err, b) // the door's rm is its own work; the write hook is what is tested here
-		return
+	if code, b := read("before the door's rm"); code != 200 || !bytes.Equal(b, v2) {
+		t.Fatalf("read through the cache before rm = %d, %d bytes; want v2, cached", code, len(b))
 	}
-	if code, _ := read("after the door's rm"); code != 404 {
-		t.Fatalf("read through the cache after rm at the door = %d, want 404", code)
+	if b, err := exec.Command(xrdfs, strings.TrimPrefix(door, "root://"), "rm", "/f").CombinedOutput(); err != nil {
+		t.Fatalf("xrdfs rm at the door: %v\n%s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(fed.Sites[0].Dir, "f")); !os.IsNotExist(err) {
+		t.Fatalf("after xrdfs rm the file is still on the site: %v", err)
+	}
+	if code, b := read("after the door's rm"); code != 404 {
+		t.Fatalf("read through the cache after rm at the door = %d (%d bytes, v2: %v), want 404", code, len(b), bytes.Equal(b, v2))
+	}
+}
+
+// With a write buffer in the process the door serves the buffer's view
+// of the federation, and the federation's namespace operations where
+// the buffer has no say: a rename outside the buffered prefix is done on
+// the site, one under it is refused (a buffered file may not have
+// reached its endpoint, and its migration would undo the rename), and
+// rmdir sees buffered files.
+func TestBufferedDoorNamespace(t *testing.T) {
+	xrdfs := testenv.Require(t, "xrdfs")
+	xrdcp := testenv.Require(t, "xrdcp")
+	fed := servertest.Start(t, servertest.Options{Sites: 1, Configure: func(c *config.Config) {
+		c.ListenXroot = "127.0.0.1:0"
+		c.Buffer = &config.Buffer{Dir: t.TempDir(), Retry: config.Retry{Initial: config.Duration(time.Hour), Max: config.Duration(time.Hour)},
+			Prefixes: []config.BufferPrefix{{Prefix: "/out", Targets: []string{"site-a"}}}}
+	}})
+	site := fed.Sites[0].Dir
+	os.MkdirAll(filepath.Join(site, "in"), 0o755)
+	if err := os.WriteFile(filepath.Join(site, "in", "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	door := strings.TrimPrefix(fed.Server.XrootURL(), "root://")
+	xfs := func(args ...string) (string, error) {
+		b, err := exec.Command(xrdfs, append([]string{door}, args...)...).CombinedOutput()
+		return string(b), err
+	}
+	if out, err := xfs("mv", "/in/a", "/in/b"); err != nil {
+		t.Fatalf("xrdfs mv outside the buffer: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(site, "in", "b")); err != nil {
+		t.Errorf("after mv /in/a /in/b the site has no in/b: %v", err)
+	}
+	src := filepath.Join(t.TempDir(), "x")
+	os.WriteFile(src, []byte("buffered"), 0o644)
+	if b, err := exec.Command(xrdcp, "-s", src, "root://"+door+"//out/d/x").CombinedOutput(); err != nil {
+		t.Fatalf("xrdcp into the buffer: %v\n%s", err, b)
+	}
+	out, err := xfs("mv", "/out/d/x", "/out/d/y")
+	if err == nil || !strings.Contains(out, "[3013]") || !strings.Contains(out, "write buffer") {
+		t.Errorf("xrdfs mv under the buffered prefix = %v\n%s\nwant kXR_Unsupported naming the write buffer", err, out)
+	}
+	out, err = xfs("rmdir", "/out/d")
+	if err == nil || !strings.Contains(out, "[3018]") {
+		t.Errorf("xrdfs rmdir of a directory holding a buffered file = %v\n%s\nwant kXR_ItExists", err, out)
+	}
+	if out, err := xfs("stat", "/out/d/x"); err != nil {
+		t.Errorf("the buffered file after the refused mv and rmdir: %v\n%s", err, out)
+	}
+}
+
+// A directory moved through the door leaves the cache of the process
+// with every path below it: the old names are 404 at once, the new ones
+// read.
+func TestDoorMoveSeenByCache(t *testing.T) {
+	xrdfs := testenv.Require(t, "xrdfs")
+	fed := servertest.Start(t, servertest.Options{Sites: 1, Configure: func(c *config.Config) {
+		c.ListenXroot = "127.0.0.1:0"
+		c.Cache = &config.Cache{Dir: t.TempDir(), Origin: config.OriginFederation, RevalidateAfter: config.Duration(time.Hour)}
+	}})
+	data := bytes.Repeat([]byte("moved "), 50000)
+	os.MkdirAll(filepath.Join(fed.Sites[0].Dir, "d", "sub"), 0o755)
+	if err := os.WriteFile(filepath.Join(fed.Sites[0].Dir, "d", "sub", "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(fed.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if code, b := read("/d/sub/f"); code != 200 || !bytes.Equal(b, data) {
+		t.Fatalf("first read = %d, %d bytes", code, len(b))
+	}
+	door := strings.TrimPrefix(fed.Server.XrootURL(), "root://")
+	if b, err := exec.Command(xrdfs, door, "mv", "/d", "/e").CombinedOutput(); err != nil {
+		t.Fatalf("xrdfs mv /d /e: %v\n%s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(fed.Sites[0].Dir, "e", "sub", "f")); err != nil {
+		t.Fatalf("after xrdfs mv the site has no e/sub/f: %v", err)
+	}
+	if code, b := read("/d/sub/f"); code != 404 {
+		t.Errorf("read of the old name through the cache after mv = %d (%d bytes), want 404", code, len(b))
+	}
+	if code, b := read("/e/sub/f"); code != 200 || !bytes.Equal(b, data) {
+		t.Errorf("read of the new name = %d, %d bytes", code, len(b))
 	}
 }
 

@@ -53,6 +53,15 @@ var errPropfindAbort = errors.New("storage: propfind: member failed after the mu
 // Depth 1 on a collection is streamed and counts as an expensive request
 // (Config.MaxListings); the rest goes to x/net/webdav as it is.
 func (s *Server) servePropfind(w *respWriter, r *http.Request, p string) {
+	if r.Header.Get("Depth") == "0" && r.Body != nil && r.Body != http.NoBody {
+		// At most maxXMLBody: checkXMLBody read it already.
+		if body, err := io.ReadAll(r.Body); err == nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if s.serveQuota(w, r, p, body) {
+				return
+			}
+		}
+	}
 	if r.Header.Get("Depth") != "1" {
 		s.dav.ServeHTTP(w, r)
 		return

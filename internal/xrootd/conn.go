@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"go-hep.org/x/hep/xrootd/xrdproto"
+	"go-hep.org/x/hep/xrootd/xrdproto/chmod"
 	"go-hep.org/x/hep/xrootd/xrdproto/dirlist"
 	"go-hep.org/x/hep/xrootd/xrdproto/endsess"
 	"go-hep.org/x/hep/xrootd/xrdproto/locate"
 	"go-hep.org/x/hep/xrootd/xrdproto/login"
+	"go-hep.org/x/hep/xrootd/xrdproto/mkdir"
 	"go-hep.org/x/hep/xrootd/xrdproto/mv"
 	"go-hep.org/x/hep/xrootd/xrdproto/open"
 	"go-hep.org/x/hep/xrootd/xrdproto/ping"
@@ -26,9 +28,11 @@ import (
 	"go-hep.org/x/hep/xrootd/xrdproto/query"
 	"go-hep.org/x/hep/xrootd/xrdproto/read"
 	"go-hep.org/x/hep/xrootd/xrdproto/rm"
+	"go-hep.org/x/hep/xrootd/xrdproto/rmdir"
 	"go-hep.org/x/hep/xrootd/xrdproto/stat"
 	"go-hep.org/x/hep/xrootd/xrdproto/statx"
 	xrdsync "go-hep.org/x/hep/xrootd/xrdproto/sync"
+	"go-hep.org/x/hep/xrootd/xrdproto/truncate"
 	"go-hep.org/x/hep/xrootd/xrdproto/write"
 	"go-hep.org/x/hep/xrootd/xrdproto/xrdclose"
 
@@ -81,6 +85,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		files: map[uint32]*file{}, waits: map[string]time.Time{}, held: map[string]held{},
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	s.ops.conns.Add(1)
 	err := c.serve()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 		s.log.Debug("connection closed", "remote", addrString(nc.RemoteAddr()), "err", err)
@@ -120,6 +125,7 @@ func (c *conn) serve() error {
 			return err
 		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IOTimeout))
+		c.s.ops.count(h.id())
 		dlen := h.dlen()
 		isWrite := h.id() == write.RequestID || h.id() == reqPgWrite
 		limit := int64(maxArgs)
@@ -173,6 +179,7 @@ func (c *conn) serve() error {
 			// follow it only on a TLS connection with Authorize (see
 			// secParams), and nothing more says no authentication
 			// (XRootD protocol, kXR_login response).
+			c.s.ops.logins.Add(1)
 			sess := make([]byte, 16, 16+len(secParams))
 			_, _ = rand.Read(sess)
 			if c.tls && c.s.opts.Authorize != nil {
@@ -396,6 +403,14 @@ func (c *conn) dispatch(h *header, data []byte, f *file) {
 		err = c.rename(h, data)
 	case rm.RequestID:
 		err = c.remove(h, data)
+	case rmdir.RequestID:
+		err = c.rmdir(h, data)
+	case mkdir.RequestID:
+		err = c.mkdir(h, data)
+	case truncate.RequestID:
+		err = c.truncate(h, data)
+	case chmod.RequestID:
+		err = c.chmod(h, data)
 	default:
 		c.s.countError(classProtocol)
 		err = c.sendError(h.sid(), codeUnsupported, fmt.Sprintf("request %s is not supported by lakefed", reqName(h.id())))
@@ -464,7 +479,9 @@ func (c *conn) sendFailure(sid [2]byte, key string, refusedCode xrdproto.ServerE
 	case errors.Is(err, endpoint.ErrNotFound):
 		c.s.countError(classNotFound)
 		return c.sendError(sid, codeNotFound, msg)
-	case errors.Is(err, endpoint.ErrExist):
+	case errors.Is(err, endpoint.ErrExist), errors.Is(err, endpoint.ErrNotEmpty):
+		// A directory not empty is kXR_ItExists, as XProtocol's
+		// mapError has it since XRootD 5.6.
 		c.s.countError(classRefused)
 		return c.sendError(sid, codeItExists, msg)
 	case errors.Is(err, endpoint.ErrUnsupported):
@@ -476,6 +493,7 @@ func (c *conn) sendFailure(sid [2]byte, key string, refusedCode xrdproto.ServerE
 	case errors.Is(err, endpoint.ErrUnavailable):
 		c.s.countError(classUnavailable)
 		if secs := c.waitFor(key); secs > 0 {
+			c.s.ops.waits.Add(1)
 			body := make([]byte, 4, 4+len(msg))
 			binary.BigEndian.PutUint32(body, uint32(secs))
 			return c.send(sid, uint16(xrdproto.Wait), append(body, msg...))

@@ -765,10 +765,10 @@ type held struct {
 // root:// client (internal/endpoint/xroot: ".name.lakefed-<16 hex>"
 // beside the target). That client makes a Put atomic on any XRootD
 // server by writing such a file, closing it and renaming it (kXR_mv)
-// onto the target. The Namespace has no rename, but the door's uploads
-// are atomic already: it keeps such an upload, unstored, until the
-// kXR_mv names its real path, and drops it if none comes before the
-// connection ends or a kXR_rm removes it.
+// onto the target. The door's uploads are atomic already, and a rename
+// through the namespace is bound to one endpoint: it keeps such an
+// upload, unstored, until the kXR_mv names its real path, and drops it
+// if none comes before the connection ends or a kXR_rm removes it.
 func isHeldName(p string) bool {
 	i := strings.LastIndexByte(p, '/')
 	name := p[i+1:]
@@ -807,9 +807,8 @@ func (c *conn) takeHeld(p string) (held, bool) {
 	return u, ok
 }
 
-// rename answers kXR_mv, which the door supports only for a held
-// upload: it is stored under the new name. Other renames are
-// kXR_Unsupported.
+// rename answers kXR_mv. A held upload is stored under the new name;
+// any other rename is the namespace's (move).
 func (c *conn) rename(h *header, data []byte) error {
 	n := int(u16(h.params(), 14))
 	s := string(data)
@@ -820,15 +819,14 @@ func (c *conn) rename(h *header, data []byte) error {
 		c.s.countError(classProtocol)
 		return c.sendError(h.sid(), codeArgMissing, "kXR_mv needs two paths")
 	}
-	from, _, err1 := splitPath(data[:n])
+	from, fromCGI, err1 := splitPath(data[:n])
 	to, toCGI, err2 := splitPath(data[n+1:])
 	if err := errors.Join(err1, err2); err != nil {
 		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
 	}
 	u, ok := c.takeHeld(from)
 	if !ok {
-		c.s.countError(classProtocol)
-		return c.sendError(h.sid(), codeUnsupported, "kXR_mv is not supported by lakefed (only of an upload just closed on this connection)")
+		return c.move(h, from, to, fromCGI, toCGI)
 	}
 	defer dropUpload(u.tmp)
 	// The upload was allowed under its temporary name; its real name is
@@ -849,21 +847,5 @@ func (c *conn) rename(h *header, data []byte) error {
 	if err := c.put(to, tok, u.tmp, u.size); err != nil {
 		return c.sendFailure(h.sid(), "", codeNotAuthorized, err)
 	}
-	return c.send(h.sid(), uint16(xrdproto.Ok))
-}
-
-// remove answers kXR_rm, which the door supports only for a held
-// upload: it is dropped. Other removals are kXR_Unsupported.
-func (c *conn) remove(h *header, data []byte) error {
-	p, _, err := splitPath(data)
-	if err != nil {
-		return c.sendFailure(h.sid(), "", codeArgInvalid, err)
-	}
-	u, ok := c.takeHeld(p)
-	if !ok {
-		c.s.countError(classProtocol)
-		return c.sendError(h.sid(), codeUnsupported, "kXR_rm is not supported by lakefed")
-	}
-	dropUpload(u.tmp)
 	return c.send(h.sid(), uint16(xrdproto.Ok))
 }

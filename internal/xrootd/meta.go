@@ -129,8 +129,13 @@ func (c *conn) refuse(sid [2]byte, err error) error {
 	return c.sendError(sid, codeNotAuthorized, msg)
 }
 
-// statLine formats info as kXR_stat answers it: "id size flags mtime".
-// The id only has to be stable and non-zero (zero reads as offline).
+// statLine formats info as xrootd 5 answers kXR_stat (and each entry of
+// a kXR_dirlist with kXR_dstat): "id size flags mtime ctime atime mode
+// owner group" (XrdXrootdProtocol::StatGen), whose last five fields
+// make xrdfs stat print CTime, ATime, Mode, Owner and Group and xrdfs
+// ls -l the mode. The id only has to be stable and non-zero (zero reads
+// as offline). What the endpoint kind does not know is filled in: ctime
+// and atime from mtime, the mode from modeOf, owner and group "-".
 func statLine(p string, info endpoint.Info) string {
 	h := fnv.New64a()
 	h.Write([]byte(p))
@@ -138,7 +143,8 @@ func statLine(p string, info endpoint.Info) string {
 	if id == 0 {
 		id = 1
 	}
-	return fmt.Sprintf("%d %d %d %d", id, info.Size, statFlags(info), info.ModTime.Unix())
+	return fmt.Sprintf("%d %d %d %d %s %s %04o %s %s", id, info.Size, statFlags(info), info.ModTime.Unix(),
+		timeOf(info.CTime, info.ModTime), timeOf(info.ATime, info.ModTime), modeOf(info), ownerOf(info.Owner), ownerOf(info.Group))
 }
 
 func statFlags(info endpoint.Info) int {
@@ -263,11 +269,13 @@ func (c *conn) dirlist(h *header, data []byte) error {
 	return c.send(h.sid(), uint16(xrdproto.Ok), b)
 }
 
-// locate answers kXR_locate with every place the client can read path
-// from: "Sr<host:port>" for each root:// replica, and the door itself
-// for directories (xrdfs ls locates the directory, then lists it at
-// each server named) and for files with replicas of other schemes,
-// which the door serves.
+// locate answers kXR_locate with every endpoint that holds path, as
+// xrootd's "S<access><host:port>": a root:// endpoint by its own
+// address, any other (WebDAV, S3, a local directory) by the door's,
+// which serves its bytes; access is "w" when the namespace writes to
+// that endpoint (endpoint.Locator's Writable), else "r". A directory is
+// the door itself (xrdfs ls locates the directory, then lists it at
+// each server named), writable when an endpoint that has it is.
 func (c *conn) locate(h *header, data []byte) error {
 	p, cgi, err := splitPath(bytes.TrimPrefix(data, []byte("*")))
 	if err != nil {
@@ -284,15 +292,27 @@ func (c *conn) locate(h *header, data []byte) error {
 	if err != nil {
 		return c.sendFailure(h.sid(), key, codeArgInvalid, err)
 	}
+	if !info.IsDir {
+		// Where a file's bytes are is for those who may read them.
+		if err := c.authorize(tok, p, ActRead); err != nil {
+			return c.refuse(h.sid(), err)
+		}
+	}
+	if l, ok := c.s.ns.(endpoint.Locator); ok {
+		locs, err := l.Locations(ctx, p)
+		if err != nil && !errors.Is(err, endpoint.ErrNotFound) {
+			return c.sendFailure(h.sid(), key, codeArgInvalid, err)
+		}
+		// Not found after a Stat that found it: a file only the write
+		// buffer holds so far, which the door serves.
+		c.answered(key)
+		return c.send(h.sid(), uint16(xrdproto.Ok), append([]byte(locateAnswer(locs, info.IsDir, c.selfAddr())), 0))
+	}
 	var locs []string
 	self := false
 	if info.IsDir {
 		self = true
 	} else {
-		// Where a file's bytes are is for those who may read them.
-		if err := c.authorize(tok, p, ActRead); err != nil {
-			return c.refuse(h.sid(), err)
-		}
 		reps, err := c.s.ns.Replicas(ctx, p)
 		if err != nil {
 			return c.sendFailure(h.sid(), key, codeArgInvalid, err)
@@ -318,6 +338,43 @@ func (c *conn) locate(h *header, data []byte) error {
 	}
 	c.answered(key)
 	return c.send(h.sid(), uint16(xrdproto.Ok), append([]byte(strings.Join(locs, " ")), 0))
+}
+
+// locateAnswer is the kXR_locate answer for locs: one
+// "S<r|w><host:port>" per address, the door's (self) for endpoints that
+// are not root:// and for a directory; an address named twice is
+// writable when either is.
+func locateAnswer(locs []endpoint.Location, isDir bool, self string) string {
+	var addrs []string
+	writable := map[string]bool{}
+	add := func(a string, w bool) {
+		if _, ok := writable[a]; !ok {
+			addrs = append(addrs, a)
+		}
+		writable[a] = writable[a] || w
+	}
+	for _, l := range locs {
+		switch {
+		case isDir:
+			add(self, l.Writable)
+		case l.URL != nil && isRoot(l.URL):
+			add(hostPort(l.URL), l.Writable)
+		default:
+			add(self, l.Writable)
+		}
+	}
+	if len(addrs) == 0 {
+		add(self, false)
+	}
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		access := "r"
+		if writable[a] {
+			access = "w"
+		}
+		out[i] = "S" + access + a
+	}
+	return strings.Join(out, " ")
 }
 
 // selfAddr is the door's address as clients reach it.
@@ -379,11 +436,16 @@ func configValue(name string) string {
 }
 
 // query answers kXR_query for checksums (kXR_Qcksum: "adler32 <hex>",
-// or the algorithm the cks.type CGI names) and configuration
-// (kXR_Qconfig: one line per name asked). Other queries are
+// or the algorithm the cks.type CGI names), configuration (kXR_Qconfig:
+// one line per name asked), space (kXR_Qspace, querySpace) and
+// statistics (kXR_Qstats, queryStats). Other queries are
 // kXR_Unsupported.
 func (c *conn) query(h *header, data []byte) error {
 	switch t := u16(h.params(), 0); t {
+	case querySpace:
+		return c.querySpace(h, data)
+	case queryStats:
+		return c.queryStats(h, data)
 	case query.Checksum:
 	case queryConfig:
 		var b []byte
@@ -393,7 +455,7 @@ func (c *conn) query(h *header, data []byte) error {
 		return c.send(h.sid(), uint16(xrdproto.Ok), b)
 	default:
 		c.s.countError(classProtocol)
-		return c.sendError(h.sid(), codeUnsupported, fmt.Sprintf("kXR_query type %d is not supported by lakefed (only kXR_Qcksum and kXR_Qconfig)", t))
+		return c.sendError(h.sid(), codeUnsupported, fmt.Sprintf("kXR_query type %d is not supported by lakefed (only kXR_Qcksum, kXR_Qconfig, kXR_Qspace and kXR_Qstats)", t))
 	}
 	p, cgi, err := splitPath(data)
 	if err != nil {

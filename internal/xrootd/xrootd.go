@@ -26,10 +26,11 @@
 // locate or query, does not strip CGI and lets "/../" escape its export.
 // Requests served: kXR_protocol, login, auth (ztn and unix), ping, endsess,
 // stat, statx, dirlist (with kXR_dstat), locate, open, read, readv, pgread,
-// write, pgwrite, sync, close, and query checksum and config (uproot and
-// fsspec-xrootd ask for the readv limits). kXR_mv and kXR_rm are served
-// only for the temporary upload of lakefed's own root:// client (see
-// isHeldName). Anything else gets kXR_Unsupported with the request's name.
+// write, pgwrite, sync, close, query checksum, config (uproot and
+// fsspec-xrootd ask for the readv limits), space and stats, and the
+// namespace requests mkdir, rm, rmdir, mv, truncate and chmod, which the
+// Namespace does when it has the power (namespace.go). Anything else gets
+// kXR_Unsupported with the request's name.
 //
 // Security: with Options.TLS the door speaks roots://, XRootD 5's
 // in-protocol TLS (kXR_protocol's kXR_wantTLS answered with
@@ -79,7 +80,11 @@ import (
 
 // Namespace is what the door serves. Every method may be called
 // concurrently. Paths are clean and absolute (httpx.CleanPath), without
-// the client's CGI.
+// the client's CGI. The namespace requests need more, found by type
+// assertion: Delete and Mkdir as an endpoint.Endpoint has them (rm,
+// mkdir), endpoint.DirRemover (rmdir; else Delete), Renamer (mv),
+// Truncater, Chmoder, SpaceReporter (query space) and Locator (locate);
+// without one, the request is kXR_Unsupported.
 type Namespace interface {
 	// Stat describes path; a missing path wraps endpoint.ErrNotFound.
 	Stat(ctx context.Context, path string) (endpoint.Info, error)
@@ -273,6 +278,7 @@ type Server struct {
 
 	conns, opens, redirects, readBytes, writtenBytes atomic.Int64
 	errs                                             map[string]*atomic.Int64 // fixed keys: classes
+	ops                                              opCounts                 // for kXR_query stats
 
 	mOpens, mRedirects, mRead, mWritten prometheus.Counter
 	mErrors                             *prometheus.CounterVec
@@ -301,6 +307,7 @@ func New(ns Namespace, opts Options) *Server {
 	for _, c := range classes {
 		s.errs[c] = new(atomic.Int64)
 	}
+	s.ops.start = time.Now()
 	s.bufs.New = func() any { b := make([]byte, readVBuf); return &b }
 	s.mOpens = prometheus.NewCounter(prometheus.CounterOpts{Name: "lakefed_xroot_opens_total",
 		Help: "root:// opens answered with a file handle or a redirect."})

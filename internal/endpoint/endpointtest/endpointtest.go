@@ -67,6 +67,9 @@ type Caps struct {
 	// PUT (nginx's dav module, XrdHttp), so the kind's PutIf must refuse
 	// with ErrUnsupported, reading nothing.
 	NoConditionalPut bool
+	// NoSpace: the kind can report capacity, but this server does not
+	// say it (no RFC 4331 quota properties); Space wraps ErrUnsupported.
+	NoSpace bool
 }
 
 // timeout bounds each case's operations.
@@ -103,6 +106,9 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		}{"PutIf", s.putIf})
 	}
 	for _, c := range cases {
+		t.Run(c.name, c.fn)
+	}
+	for _, c := range s.namespaceCases() {
 		t.Run(c.name, c.fn)
 	}
 }

@@ -30,11 +30,13 @@ func newEP(t *testing.T, cfg endpoint.Config) *httpep.Endpoint {
 }
 
 // nginxCaps: nginx's dav module ignores If-Match and If-None-Match on
-// PUT (a PUT with If-None-Match: * replaces an existing file: 204).
-var nginxCaps = endpointtest.Caps{NoConditionalPut: true}
+// PUT (a PUT with If-None-Match: * replaces an existing file: 204), and
+// says nothing of its capacity (no RFC 4331 quota properties).
+var nginxCaps = endpointtest.Caps{NoConditionalPut: true, NoSpace: true}
 
 // TestNginx runs the suite against nginx with the dav and dav-ext modules.
-// nginx offers no checksums (no Want-Digest support).
+// nginx offers no checksums (no Want-Digest support) and no RFC 4331
+// quota properties.
 func TestNginx(t *testing.T) {
 	ng := testenv.StartNginx(t)
 	endpointtest.Run(t, func(t *testing.T) endpointtest.Target {
@@ -62,14 +64,14 @@ func TestNginxBase(t *testing.T) {
 // with no body; the endpoint repairs that with a second request), no
 // Want-Digest without a checksum plugin (HEAD answers 405), a PUT that
 // writes in place (a broken upload leaves a partial file), If-Match and
-// If-None-Match on PUT ignored, and names cut at "?" even when it is sent
-// as %3F.
+// If-None-Match on PUT ignored, names cut at "?" even when it is sent
+// as %3F; MOVE, but no RFC 4331 quota properties.
 func TestXRootD(t *testing.T) {
 	xr := testenv.StartXRootD(t)
 	endpointtest.Run(t, func(t *testing.T) endpointtest.Target {
 		return endpointtest.Target{
 			Endpoint: newEP(t, endpoint.Config{URL: xr.URL}),
-			Caps:     endpointtest.Caps{PutNotAtomic: true, BadNameChars: "?", NoConditionalPut: true},
+			Caps:     endpointtest.Caps{PutNotAtomic: true, BadNameChars: "?", NoConditionalPut: true, NoSpace: true},
 		}
 	})
 }

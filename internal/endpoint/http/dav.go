@@ -17,8 +17,14 @@ import (
 // propfind sends PROPFIND with depth to u and parses the answer. A 405 or
 // 501 marks the server as one without PROPFIND and wraps ErrUnsupported.
 func (e *Endpoint) propfind(ctx context.Context, u *url.URL, depth string) (*davxml.Multistatus, bool, error) {
+	return e.propfindFor(ctx, u, depth, davxml.PropfindBody)
+}
+
+// propfindFor is propfind asking for the properties in the propfind
+// document xmlBody.
+func (e *Endpoint) propfindFor(ctx context.Context, u *url.URL, depth, xmlBody string) (*davxml.Multistatus, bool, error) {
 	hdr := http.Header{"Depth": {depth}, "Content-Type": {`application/xml; charset="utf-8"`}}
-	body := bufferedBody([]byte(davxml.PropfindBody))
+	body := bufferedBody([]byte(xmlBody))
 	resp, cancel, err := e.meta(ctx, "PROPFIND", u, hdr, body)
 	if err != nil {
 		return nil, false, err

@@ -398,7 +398,7 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 			return fail("delete", p, err)
 		}
 		if len(ents) > 0 {
-			return fail("delete", p, fmt.Errorf("%w: directory not empty", endpoint.ErrRefused))
+			return fail("delete", p, endpoint.ErrNotEmpty)
 		}
 	}
 	resp, cancel, err := e.meta(ctx, http.MethodDelete, e.url(p, info.IsDir), nil, nil)

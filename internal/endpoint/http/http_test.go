@@ -23,14 +23,14 @@ import (
 
 // TestXNetWebDAV runs the suite against golang.org/x/net/webdav over a
 // memory file system: a server that does not create parents on PUT (409,
-// so Put makes them with MKCOL) and writes in place.
+// so Put makes them with MKCOL), writes in place and reports no quota.
 func TestXNetWebDAV(t *testing.T) {
 	srv := httptest.NewServer(&webdav.Handler{FileSystem: webdav.NewMemFS(), LockSystem: webdav.NewMemLS()})
 	t.Cleanup(srv.Close)
 	endpointtest.Run(t, func(t *testing.T) endpointtest.Target {
 		return endpointtest.Target{
 			Endpoint: newEP(t, endpoint.Config{URL: srv.URL + "/"}),
-			Caps:     endpointtest.Caps{PutNotAtomic: true, NoConditionalPut: true},
+			Caps:     endpointtest.Caps{PutNotAtomic: true, NoConditionalPut: true, NoSpace: true},
 		}
 	})
 }

@@ -50,6 +50,8 @@ type Endpoint struct {
 	name string
 	root string // absolute, symlinks resolved
 	log  *slog.Logger
+
+	owners owners // names of uids and gids (namespace.go)
 }
 
 var (
@@ -175,9 +177,12 @@ func wrap(op, p string, err error) error {
 		class = endpoint.ErrNotFound
 	case errors.Is(err, syscall.ENOTEMPTY):
 		// Go counts ENOTEMPTY as fs.ErrExist; it is a refusal, not "exists".
-		class = endpoint.ErrRefused
+		class = endpoint.ErrNotEmpty
 	case errors.Is(err, fs.ErrExist):
 		class = endpoint.ErrExist
+	case errors.Is(err, syscall.EXDEV):
+		// A rename across file systems below the root: not one step.
+		class = endpoint.ErrUnsupported
 	case errors.Is(err, errEscape), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR),
 		errors.Is(err, syscall.ENAMETOOLONG),
 		errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EINVAL):
@@ -195,13 +200,15 @@ func opErr(op, p string, err error) error {
 	return &endpoint.OpError{Kind: endpoint.KindPosix, Op: op, Path: p, Err: err}
 }
 
-func infoOf(p string, fi fs.FileInfo) endpoint.Info {
+func (e *Endpoint) infoOf(p string, fi fs.FileInfo) endpoint.Info {
 	name := path.Base(p)
 	size := fi.Size()
 	if fi.IsDir() {
 		size = 0
 	}
-	return endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir(), ETag: etagOf(fi)}
+	in := endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir(), ETag: etagOf(fi)}
+	e.describe(&in, fi)
+	return in
 }
 
 // etagOf is the entity tag of a regular file: its inode, size, mtime and
@@ -232,7 +239,7 @@ func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	if err != nil {
 		return endpoint.Info{}, wrap("stat", p, err)
 	}
-	in := infoOf(p, fi)
+	in := e.infoOf(p, fi)
 	in.Checksums = e.keptSums(fi)
 	return in, nil
 }
@@ -277,7 +284,7 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 		} else if cfi, err = de.Info(); err != nil {
 			continue // removed since ReadDir
 		}
-		out = append(out, infoOf(child, cfi))
+		out = append(out, e.infoOf(child, cfi))
 	}
 	return out, nil
 }
@@ -316,7 +323,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	if n < 0 || off+n > fi.Size() {
 		n = fi.Size() - off
 	}
-	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p, ver: infoOf(p, fi)}, nil
+	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p, ver: endpoint.Info{Name: path.Base(p), Size: fi.Size(), ModTime: fi.ModTime()}}, nil
 }
 
 // file is an open range of a local file.

@@ -18,6 +18,11 @@
 //     missing parents, so an empty directory survives; List hides them. A
 //     directory without a marker vanishes with its last file, as in S3.
 //
+// S3 has no rename, and the kind does not offer one (it is not an
+// endpoint.Renamer): CopyObject then DeleteObject would show the object
+// under both names in between, and leave both after a failure. Nor has it
+// permissions, an in-place truncate or a capacity to report.
+//
 // Every Put stores the adler32 of the data as user metadata
 // (x-amz-meta-adler32), so Stat and Checksum answer without reading the
 // object; see Put for how that is done for multipart uploads.
@@ -558,7 +563,7 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 	case err != nil:
 		return e.wrap("delete", p, err)
 	case inside:
-		return opErr("delete", p, fmt.Errorf("%w: directory not empty", endpoint.ErrRefused))
+		return opErr("delete", p, endpoint.ErrNotEmpty)
 	case mk == 0:
 		return opErr("delete", p, endpoint.ErrNotFound)
 	}

@@ -504,10 +504,11 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 		}
 		return s.cli.FS().RemoveFile(s.sctx, rp)
 	})
-	if err != nil && st.IsDir && (serverCode(err) == codeFSError || serverCode(err) == codeIOError) {
-		// xrootd reports ENOTEMPTY as an FS error; a refusal, not an outage.
+	if err != nil && st.IsDir && (serverCode(err) == codeFSError || serverCode(err) == codeIOError || serverCode(err) == codeItExists) {
+		// xrootd 5.5 reports ENOTEMPTY as an FS error, 5.6 and later as
+		// kXR_ItExists (XProtocol's mapError); a refusal, not an outage.
 		if ents, lerr := e.List(ctx, p); lerr == nil && len(ents) > 0 {
-			return opErr("delete", p, fmt.Errorf("%w: directory not empty", endpoint.ErrRefused))
+			return opErr("delete", p, endpoint.ErrNotEmpty)
 		}
 	}
 	return wrapErr("delete", p, err)

@@ -55,6 +55,10 @@ type Propstat struct {
 		LastModified  string `xml:"getlastmodified"`
 		ETag          string `xml:"getetag"`
 		IsCollection  string `xml:"iscollection"`
+		// RFC 4331 §3 and §4: the bytes a collection may still take and
+		// those it holds.
+		QuotaAvailable string `xml:"quota-available-bytes"`
+		QuotaUsed      string `xml:"quota-used-bytes"`
 	} `xml:"prop"`
 }
 
@@ -118,6 +122,30 @@ func (r *Response) Info() endpoint.Info {
 		in.Size = 0
 	}
 	return in
+}
+
+// QuotaBody asks for the RFC 4331 quota properties of a collection.
+const QuotaBody = `<?xml version="1.0" encoding="utf-8"?>
+<D:propfind xmlns:D="DAV:"><D:prop>
+<D:quota-available-bytes/><D:quota-used-bytes/>
+</D:prop></D:propfind>`
+
+// Quota returns the RFC 4331 quota properties of r's 2xx propstats:
+// ok false unless both are there as numbers.
+func (r *Response) Quota() (avail, used int64, ok bool) {
+	var okA, okU bool
+	for _, ps := range r.Propstats {
+		if !StatusOK(ps.Status) {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(ps.Prop.QuotaAvailable), 10, 64); err == nil && n >= 0 {
+			avail, okA = n, true
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(ps.Prop.QuotaUsed), 10, 64); err == nil && n >= 0 {
+			used, okU = n, true
+		}
+	}
+	return avail, used, okA && okU
 }
 
 // HrefPath returns the decoded server path of a DAV:href, which may be an
