@@ -35,11 +35,12 @@ var layers = []struct {
 	{"internal/storage", 3}, // its third-party copy uses the one HTTP client (httpx/transport)
 	{"internal/bench", 5},
 	{"internal/federation", 5},
-	{"internal/cache", 5},  // a role beside the federator: its origin is an endpoint.Endpoint
-	{"internal/buffer", 5}, // a role beside the federator: its targets are endpoints
-	{"internal/xrootd", 5}, // the root:// door: serves a namespace given as an interface
-	{"internal/auth", 1},   // TLS trust, tokens, identities, path rules: a leaf every role may use
-	{"internal/shared", 1}, // the Redis client of the shared state: a leaf the roles are given
+	{"internal/cache", 5},   // a role beside the federator: its origin is an endpoint.Endpoint
+	{"internal/buffer", 5},  // a role beside the federator: its targets are endpoints
+	{"internal/xrootd", 5},  // the root:// door: serves a namespace given as an interface
+	{"internal/auth", 1},    // TLS trust, tokens, identities, path rules: a leaf every role may use
+	{"internal/shared", 1},  // the Redis client of the shared state: a leaf the roles are given
+	{"internal/durable", 0}, // the steps of a crash-proof upload: storage role and buffer
 	{"internal/sitetest", 6},
 	{"internal/web", 7},
 	{"internal/server", 8},
@@ -57,18 +58,19 @@ var only = map[string][]string{
 	// The endpoint interface knows nothing of any kind or role.
 	"internal/endpoint": {"internal/httpx"},
 	// The kinds speak their protocols; they know no role.
-	"internal/endpoint/": {"internal/endpoint", "internal/httpx", "internal/keptsum"},
+	"internal/endpoint/": {"internal/endpoint", "internal/httpx", "internal/keptsum", "internal/durable"},
 	// bench measures endpoints and stores results; it knows no role.
 	"internal/bench": {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/results"},
 	// config owns the YAML shape of every role and imports none of them.
 	"internal/config": {"internal/endpoint", "internal/httpx"},
 	// The roles beside the federator know it only through interfaces the
 	// server wires; none of them names another role.
-	"internal/cache":  {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/auth"},
-	"internal/buffer": {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/auth"},
-	"internal/xrootd": {"internal/endpoint", "internal/httpx", "internal/auth"},
-	"internal/auth":   {"internal/httpx"},
-	"internal/shared": {},
+	"internal/cache":   {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/auth"},
+	"internal/buffer":  {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/auth", "internal/durable"},
+	"internal/xrootd":  {"internal/endpoint", "internal/httpx", "internal/auth"},
+	"internal/auth":    {"internal/httpx"},
+	"internal/shared":  {},
+	"internal/durable": {},
 }
 
 // never lists imports forbidden whatever the ranks say.

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/durable"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
 )
@@ -202,7 +203,7 @@ func (b *Buffer) accept(ctx context.Context, p string, pre *Prefix, body io.Read
 		return nil, false, fsErr("rename upload file", err)
 	}
 	kept = true
-	if err := syncDir(b.dataDir); err != nil {
+	if err := durable.SyncDir(b.dataDir); err != nil {
 		os.Remove(dst)
 		return nil, false, httpx.NewError(http.StatusInternalServerError, "stored, but not made durable", err)
 	}
@@ -227,39 +228,19 @@ func (b *Buffer) receive(ctx context.Context, f *os.File, body io.Reader, size i
 	if size >= 0 {
 		body = io.LimitReader(body, size+1)
 	}
-	buf := make([]byte, recvBuf)
-	var total int64
-	for {
-		n := 0
-		var rerr error
-		for n < len(buf) && rerr == nil {
-			var m int
-			m, rerr = body.Read(buf[n:])
-			n += m
+	grow := func(total int64) error {
+		need := total - res.n
+		if size >= 0 || need <= 0 {
+			return nil
 		}
-		if n > 0 {
-			if need := total + int64(n) - res.n; size < 0 && need > 0 {
-				// A chunk ahead when there is room for it, else just
-				// what this read needs.
-				if res.grow(ctx, max(growChunk, need)) != nil {
-					if err := res.grow(ctx, need); err != nil {
-						return total, err
-					}
-				}
-			}
-			sum.Write(buf[:n])
-			if _, err := f.Write(buf[:n]); err != nil {
-				return total, err
-			}
-			total += int64(n)
+		// A chunk ahead when there is room for it, else just what this
+		// write needs.
+		if res.grow(ctx, max(growChunk, need)) != nil {
+			return res.grow(ctx, need)
 		}
-		if rerr == io.EOF {
-			return total, nil
-		}
-		if rerr != nil {
-			return total, rerr
-		}
+		return nil
 	}
+	return durable.Receive(f, body, sum, durable.Options{Buf: make([]byte, recvBuf), Grow: grow})
 }
 
 // preconditions evaluates a conditional PUT (If-Match, If-None-Match,

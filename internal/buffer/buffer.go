@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/lakefed/lakefed/internal/durable"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
 )
@@ -280,7 +281,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Buffer, error) {
 		}
 	}
 	// data/ must itself survive a power cut, or the files in it go with it.
-	if err := syncDir(cfg.Dir); err != nil {
+	if err := durable.SyncDir(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("buffer: %w", err)
 	}
 	lock, err := os.OpenFile(filepath.Join(cfg.Dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
@@ -353,7 +354,7 @@ func (b *Buffer) recover(ctx context.Context) error {
 		onDisk[de.Name()] = fi.Size()
 	}
 	if removed > 0 {
-		if err := syncDir(b.dataDir); err != nil {
+		if err := durable.SyncDir(b.dataDir); err != nil {
 			return fmt.Errorf("buffer: recover: %w", err)
 		}
 	}
@@ -405,21 +406,6 @@ func removeAll(dir string) error {
 		if err := os.RemoveAll(filepath.Join(dir, de.Name())); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory, making the renames and removals in it
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lakefed/lakefed/internal/durable"
 	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/storage/davlock"
 )
@@ -222,53 +223,12 @@ func (s *Server) commit(r *http.Request, p string, f *os.File, tmp string) (st u
 	return st, cur.exists, 0, ""
 }
 
-// writebackChunk is how much written data receive lets pile up in the page
-// cache before it asks the kernel to start writing it out.
-const writebackChunk = 8 << 20
-
-// receive copies body into f through 1 MiB chunks, feeding sum,
-// and returns the bytes taken. A body that ends early returns the body's
-// error (io.ErrUnexpectedEOF from net/http).
-//
-// Every writebackChunk bytes it starts the write-back of what was just
-// written (sync_file_range SYNC_FILE_RANGE_WRITE: asynchronous, a hint,
-// errors ignored; the fsync after the body reports real ones). The disk
-// then works while the network delivers the rest, and the fsync that
-// durability needs before the answer finds little left to write, instead
-// of the whole upload.
+// receive copies body into f (durable.Receive) through a pooled buffer
+// and the writeChunk hook.
 func (s *Server) receive(f *os.File, body io.Reader, sum io.Writer) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	buf := *bp
-	var total, synced int64
-	fd := int(f.Fd())
-	for {
-		// Fill the buffer before writing: fewer, larger writes.
-		n := 0
-		var rerr error
-		for n < len(buf) && rerr == nil {
-			var m int
-			m, rerr = body.Read(buf[n:])
-			n += m
-		}
-		if n > 0 {
-			sum.Write(buf[:n])
-			if _, err := s.writeChunk(f, buf[:n]); err != nil {
-				return total, err
-			}
-			total += int64(n)
-			if total-synced >= writebackChunk {
-				unix.SyncFileRange(fd, synced, total-synced, unix.SYNC_FILE_RANGE_WRITE)
-				synced = total
-			}
-		}
-		if rerr == io.EOF {
-			return total, nil
-		}
-		if rerr != nil {
-			return total, rerr
-		}
-	}
+	return durable.Receive(f, body, sum, durable.Options{Buf: *bp, Write: s.writeChunk})
 }
 
 // putStatus maps a PUT failure to a status: fsStatus plus upload errors.

@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lakefed/lakefed/internal/durable"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/keptsum"
@@ -41,7 +42,7 @@ import (
 // directory hides the other's uploads in progress from listings.
 const TempPrefix = ".lakefed-upload-"
 
-// copyBufSize is the buffer for Put and Checksum: large enough that big
+// copyBufSize is the buffer for Checksum: large enough that big
 // files move in few system calls.
 const copyBufSize = 1 << 20
 
@@ -410,7 +411,7 @@ func (e *Endpoint) put(ctx context.Context, p string, r io.Reader, size int64, c
 	if size >= 0 {
 		src = io.LimitReader(src, size+1)
 	}
-	written, err := io.CopyBuffer(tmp, src, make([]byte, copyBufSize))
+	written, err := durable.Receive(tmp, src, io.Discard, durable.Options{})
 	if err != nil {
 		if ctx.Err() != nil {
 			return wrap("put", p, ctx.Err())
@@ -445,14 +446,10 @@ func (e *Endpoint) put(ctx context.Context, p string, r io.Reader, size int64, c
 		return wrap("put", p, err)
 	}
 	done = true
-	if d, err := os.Open(dir); err == nil {
-		// Make the rename durable. An error here leaves a complete file
-		// that may not survive a crash; report it.
-		serr := d.Sync()
-		d.Close()
-		if serr != nil {
-			return wrap("put", p, serr)
-		}
+	// Make the rename durable. An error here leaves a complete file that
+	// may not survive a crash; report it.
+	if err := durable.SyncDir(dir); err != nil {
+		return wrap("put", p, err)
 	}
 	return nil
 }
