@@ -152,15 +152,15 @@ func (b *Buffer) serveDelete(w http.ResponseWriter, r *http.Request, p string, p
 			r.Header.Del(k)
 		}
 	}
-	rec := &recorder{h: http.Header{}}
+	rec := httpx.NewRecorder(maxPropfindAnswer, false)
 	next.ServeHTTP(rec, r)
-	code := rec.code
+	code := rec.Code
 	if code == 0 {
 		code = http.StatusOK
 	}
 	gone := code/100 == 2 || code == http.StatusNotFound
 	if !gone && endpoint.ClassOfStatus(code) != endpoint.ErrUnavailable {
-		rec.flush(w)
+		rec.Flush(w)
 		return true
 	}
 	if err := b.markDeleted(r.Context(), p, pre); err != nil {
@@ -173,7 +173,7 @@ func (b *Buffer) serveDelete(w http.ResponseWriter, r *http.Request, p string, p
 		w.WriteHeader(http.StatusNoContent)
 		return true
 	}
-	reason := strings.TrimSpace(rec.body.String())
+	reason := strings.TrimSpace(rec.Body.String())
 	if i := strings.IndexByte(reason, '\n'); i >= 0 {
 		reason = reason[:i]
 	}
@@ -237,14 +237,14 @@ func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string,
 		return false
 	}
 	// Ask next, and merge.
-	rec := &recorder{h: http.Header{}}
+	rec := httpx.NewRecorder(maxPropfindAnswer, false)
 	next.ServeHTTP(rec, r)
 	var items []davEntry
 	switch {
-	case rec.code == http.StatusMultiStatus:
-		ms, err := davxml.Decode(bytes.NewReader(rec.body.Bytes()), maxPropfindAnswer)
+	case rec.Code == http.StatusMultiStatus:
+		ms, err := davxml.Decode(bytes.NewReader(rec.Body.Bytes()), maxPropfindAnswer)
 		if err != nil {
-			rec.flush(w)
+			rec.Flush(w)
 			return true
 		}
 		for i := range ms.Responses {
@@ -257,10 +257,10 @@ func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string,
 			in.Name = path.Base(rp)
 			items = append(items, davEntry{rp, in})
 		}
-	case rec.code == http.StatusNotFound && len(kids) > 0:
+	case rec.Code == http.StatusNotFound && len(kids) > 0:
 		items = append(items, davEntry{p, endpoint.Info{Name: path.Base(p), IsDir: true}})
 	default:
-		rec.flush(w)
+		rec.Flush(w)
 		return true
 	}
 	if len(gone) > 0 {
@@ -352,43 +352,6 @@ func (b *Buffer) children(p string) []endpoint.Info {
 	slices.SortFunc(out, func(a, b endpoint.Info) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
-
-// recorder keeps next's answer to a PROPFIND so it can be merged.
-type recorder struct {
-	h    http.Header
-	code int
-	body bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.h }
-func (r *recorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-}
-func (r *recorder) Write(p []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	if r.body.Len()+len(p) > maxPropfindAnswer {
-		return 0, errTooBig
-	}
-	return r.body.Write(p)
-}
-
-// flush sends the recorded answer as it was.
-func (r *recorder) flush(w http.ResponseWriter) {
-	for k, v := range r.h {
-		w.Header()[k] = v
-	}
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	w.WriteHeader(r.code)
-	_, _ = w.Write(r.body.Bytes())
-}
-
-var errTooBig = httpx.NewError(http.StatusInsufficientStorage, "answer too large to merge", nil)
 
 // davEntry is one response of a multistatus: a logical path and what it
 // is.
