@@ -228,14 +228,11 @@ func (f *Federator) walk(ctx context.Context, m *member, dir string) []string {
 // endpoint.ErrNotEmpty; nothing is removed then.
 func (f *Federator) Rmdir(ctx context.Context, p string, o WriteOptions) (err error) {
 	s := f.snap.Load()
-	if err := f.sharedWritable(p); err != nil {
+	finish, err := f.writing(ctx, s, p)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if werr := f.wrote(ctx, s, p, 0, true); err == nil {
-			err = werr
-		}
-	}()
+	defer finish(&err)
 	refuse := func(code int, class error, format string, args ...any) error {
 		return writeErr(code, class, "lakefed: rmdir %s: %s", p, fmt.Sprintf(format, args...))
 	}
@@ -273,22 +270,7 @@ func (f *Federator) Rmdir(ctx context.Context, p string, o WriteOptions) (err er
 	if o.Hops > 0 {
 		ctx = httpx.WithHops(ctx, o.Hops)
 	}
-	errs := make([]error, len(e.replicas))
-	var wg sync.WaitGroup
-	for i, rep := range e.replicas {
-		wg.Go(func() {
-			dctx, cancel := context.WithTimeout(ctx, rep.m.cfg.TimeoutOrDefault())
-			defer cancel()
-			start := time.Now()
-			err := rep.m.ep.Delete(dctx, rep.path)
-			if errors.Is(err, endpoint.ErrNotFound) {
-				err = nil // gone already: what we wanted
-			}
-			f.requestResult(s, rep.m, err, time.Since(start))
-			errs[i] = err
-		})
-	}
-	wg.Wait()
+	errs := f.deleteReplicas(ctx, s, e.replicas, false)
 	status, report := deleteReport(e, errs)
 	if status == http.StatusNoContent {
 		return nil
@@ -334,14 +316,11 @@ func (f *Federator) one(ctx context.Context, s *snapshot, op, p string, o WriteO
 // endpoint whose kind can truncate.
 func (f *Federator) Truncate(ctx context.Context, p string, size int64, o WriteOptions) (err error) {
 	s := f.snap.Load()
-	if err := f.sharedWritable(p); err != nil {
+	finish, err := f.writing(ctx, s, p)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if werr := f.wrote(ctx, s, p, 0, true); err == nil {
-			err = werr
-		}
-	}()
+	defer finish(&err)
 	if size < 0 {
 		return writeErr(http.StatusBadRequest, endpoint.ErrRefused, "lakefed: truncate %s: negative size %d", p, size)
 	}
@@ -388,14 +367,11 @@ func (f *Federator) onMember(ctx context.Context, s *snapshot, m *member, o Writ
 // asked again repairs that).
 func (f *Federator) Chmod(ctx context.Context, p string, mode fs.FileMode, o WriteOptions) (err error) {
 	s := f.snap.Load()
-	if err := f.sharedWritable(p); err != nil {
+	finish, err := f.writing(ctx, s, p)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if werr := f.wrote(ctx, s, p, 0, true); err == nil {
-			err = werr
-		}
-	}()
+	defer finish(&err)
 	refuse := func(code int, class error, format string, args ...any) error {
 		return writeErr(code, class, "lakefed: chmod %s: %s; nothing was changed", p, fmt.Sprintf(format, args...))
 	}

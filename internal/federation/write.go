@@ -255,6 +255,21 @@ func (f *Federator) wrote(ctx context.Context, s *snapshot, p string, hold time.
 	return f.sharedWrote(ctx, p)
 }
 
+// writing starts a write of p that changes something: refused while the
+// shared state cannot be reached (sharedWritable). The caller defers
+// finish(&err), which ends the write (wrote) and, when the write itself
+// succeeded, makes the other federators' not hearing of it the error.
+func (f *Federator) writing(ctx context.Context, s *snapshot, p string) (finish func(*error), err error) {
+	if err := f.sharedWritable(p); err != nil {
+		return nil, err
+	}
+	return func(errp *error) {
+		if werr := f.wrote(ctx, s, p, 0, true); *errp == nil {
+			*errp = werr
+		}
+	}, nil
+}
+
 // servePut is the HTTP adapter of a PUT: a Content-Range is refused with
 // 400 (a PUT stores a whole file, RFC 9110 §14.5, and a partial one
 // would replace it by a fragment); 201 when the file is new, 204 when it
@@ -488,11 +503,33 @@ func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOp
 	if o.Hops > 0 {
 		ctx = httpx.WithHops(ctx, o.Hops)
 	}
-	errs := make([]error, len(e.replicas))
-	var wg sync.WaitGroup
 	changed = true
-	for i, rep := range e.replicas {
-		if !rep.m.writable {
+	errs := f.deleteReplicas(ctx, s, e.replicas, true)
+	status, report := deleteReport(e, errs)
+	if status == http.StatusNoContent {
+		return nil
+	}
+	return writeErr(status, endpoint.ClassOfStatus(status), "lakefed: delete %s: %s", p, report)
+}
+
+// serveDelete is the HTTP adapter of Delete: 204, or the error.
+func (f *Federator) serveDelete(rq *request) {
+	if err := f.delete(rq.r.Context(), rq.s, rq.p, WriteOptions{Hops: rq.hops}); err != nil {
+		f.writeFailed(rq, err)
+		return
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteReplicas deletes reps in parallel, each under its endpoint's
+// timeout, and returns each one's error (a replica already gone is no
+// error). With skipReadOnly, a replica on an endpoint the federation
+// does not write to is not asked and gets errReadOnly.
+func (f *Federator) deleteReplicas(ctx context.Context, s *snapshot, reps []*replica, skipReadOnly bool) []error {
+	errs := make([]error, len(reps))
+	var wg sync.WaitGroup
+	for i, rep := range reps {
+		if skipReadOnly && !rep.m.writable {
 			errs[i] = errReadOnly
 			continue
 		}
@@ -509,20 +546,7 @@ func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOp
 		})
 	}
 	wg.Wait()
-	status, report := deleteReport(e, errs)
-	if status == http.StatusNoContent {
-		return nil
-	}
-	return writeErr(status, endpoint.ClassOfStatus(status), "lakefed: delete %s: %s", p, report)
-}
-
-// serveDelete is the HTTP adapter of Delete: 204, or the error.
-func (f *Federator) serveDelete(rq *request) {
-	if err := f.delete(rq.r.Context(), rq.s, rq.p, WriteOptions{Hops: rq.hops}); err != nil {
-		f.writeFailed(rq, err)
-		return
-	}
-	rq.w.WriteHeader(http.StatusNoContent)
+	return errs
 }
 
 // errReadOnly: a replica on an endpoint the federation does not write to.
