@@ -3,7 +3,9 @@ package buffer
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -63,9 +65,8 @@ func (b *Buffer) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// serveGet answers GET or HEAD from e's spool file. http.ServeContent
-// does Range (single and multipart), If-Range and the conditional
-// headers against the ETag and Last-Modified set here.
+// serveGet answers GET or HEAD from e's spool file, with the ranges and
+// conditionals of every role (httpx.ServeContent).
 func (b *Buffer) serveGet(w http.ResponseWriter, r *http.Request, e *entry) {
 	f, err := b.open(e)
 	if err != nil {
@@ -74,16 +75,37 @@ func (b *Buffer) serveGet(w http.ResponseWriter, r *http.Request, e *entry) {
 		return
 	}
 	defer f.Close()
-	h := w.Header()
-	h.Set("Etag", `"`+e.etag()+`"`)
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("X-Lakefed-Buffered", "true")
-	if algos := httpx.ParseWantDigest(r.Header.Get("Want-Digest")); len(algos) > 0 {
-		if d := httpx.FormatDigest(e.info().Checksums, algos...); d != "" {
-			h.Set("Digest", d)
-		}
+	w.Header().Set("X-Lakefed-Buffered", "true")
+	if err := httpx.ServeContent(w, r, e.size, &spoolContent{e: e, f: f}); err != nil {
+		httpx.WriteError(w, http.StatusInternalServerError, "cannot read the buffered file")
 	}
-	http.ServeContent(w, r, "", e.mtime, f)
+}
+
+// spoolContent is a buffered version as httpx.ServeContent reads it.
+type spoolContent struct {
+	e *entry
+	f *os.File
+}
+
+// Describe gives the version's entity tag (strong: it names the version
+// and its adler32) and modification time.
+func (s *spoolContent) Describe([]httpx.Range) (httpx.Content, error) {
+	return httpx.Content{ETag: `"` + s.e.etag() + `"`, ModTime: s.e.mtime}, nil
+}
+
+// Digests are the sums taken as the version was written.
+func (s *spoolContent) Digests([]string) (map[string]string, error) { return s.e.info().Checksums, nil }
+
+// Prepare has nothing to do: the spool file is open.
+func (s *spoolContent) Prepare([]httpx.Range, bool) error { return nil }
+
+// WriteRange copies rg of the spool file to w.
+func (s *spoolContent) WriteRange(w io.Writer, rg httpx.Range) error {
+	n, err := io.Copy(w, io.NewSectionReader(s.f, rg.Start, rg.Length))
+	if err == nil && n != rg.Length {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // drop removes every buffered version of p (a client's DELETE) and

@@ -5,11 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
-	"net/http"
-	"net/textproto"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -55,121 +50,79 @@ func (f *Federator) proxy(rq *request, rk []ranked, fresh bool) error {
 			reps = append(reps, x.r)
 		}
 	}
-	h := w.Header()
-	h.Del("Link")
-	ranges, err := httpx.ParseRange(r.Header.Get("Range"), size)
-	switch {
-	case errors.Is(err, httpx.ErrUnsatisfiable):
-		// Known from the metadata alone; the size is confirmed below
-		// by opening before it is stated.
-		ranges = nil
-	case err != nil:
-		ranges, err = nil, nil // a malformed Range is ignored (RFC 9110 §14.2)
-	}
-	unsatisfiable := err != nil
-	ctx := r.Context()
-	first := httpx.Range{Start: 0, Length: size}
-	if len(ranges) > 0 {
-		first = ranges[0]
-	}
-	if unsatisfiable {
-		first = httpx.Range{Start: 0, Length: 0}
-	}
-	fr := &failoverReader{ctx: ctx, f: f, s: s, p: p, idle: s.cfg.ProxyIdleTimeout.D()}
+	w.Header().Del("Link")
+	fr := &failoverReader{ctx: r.Context(), f: f, s: s, p: p, idle: s.cfg.ProxyIdleTimeout.D()}
 	defer fr.Close()
-	if err := fr.openFirst(reps, first, fresh); err != nil {
-		if errors.Is(err, errStale) {
-			s.invalidate(p, 0)
-			if !fresh {
-				return errStale
-			}
-		}
-		f.writeOpenFailure(rq, err)
+	err := httpx.ServeContent(w, r, size, &proxySource{f: f, fr: fr, reps: reps, fresh: fresh})
+	if err == nil {
 		return nil
+	}
+	if errors.Is(err, errStale) {
+		s.invalidate(p, 0)
+		if !fresh {
+			return errStale
+		}
+	}
+	f.writeOpenFailure(rq, err)
+	return nil
+}
+
+// proxySource is a proxied file as httpx.ServeContent reads it: the
+// replicas, opened by Describe (the validators are those of the replica
+// that answers), read through the failoverReader.
+type proxySource struct {
+	f     *Federator
+	fr    *failoverReader
+	reps  []*replica
+	fresh bool
+}
+
+// Describe opens the first range the answer will send (an empty one for
+// a Range that cannot be served: the open confirms the size) on the
+// first replica that still holds the version looked up, and gives that
+// replica's validators.
+func (ps *proxySource) Describe(want []httpx.Range) (httpx.Content, error) {
+	fr := ps.fr
+	first := httpx.Range{}
+	if len(want) > 0 {
+		first = want[0]
+	}
+	if err := fr.openFirst(ps.reps, first, ps.fresh); err != nil {
+		return httpx.Content{}, err
 	}
 	if fr.changed {
-		s.invalidate(p, 0) // a replica ranked above the served one has changed
+		fr.s.invalidate(fr.p, 0) // a replica ranked above the served one has changed
 	}
 	fr.waitSums(sumWait)
-	ver := fr.ver
-	etag := ""
-	if ver.ETag != "" {
-		etag = `"` + ver.ETag + `"`
+	ct := httpx.Content{ModTime: fr.ver.ModTime}
+	if fr.ver.ETag != "" {
+		ct.ETag = `"` + fr.ver.ETag + `"`
 	}
-	lastMod := ""
-	if !ver.ModTime.IsZero() {
-		lastMod = ver.ModTime.UTC().Format(http.TimeFormat)
-	}
-	h.Set("Accept-Ranges", "bytes")
-	if lastMod != "" {
-		h.Set("Last-Modified", lastMod)
-	}
-	if etag != "" {
-		h.Set("Etag", etag)
-	}
-	if code := httpx.CheckPreconditions(r.Header, r.Method, etag, ver.ModTime, true); code != 0 {
-		if code == http.StatusNotModified {
-			w.WriteHeader(code)
-			return nil
-		}
-		httpError(w, code, "lakefed: precondition failed")
+	return ct, nil
+}
+
+// Digests are the served replica's checksums: from its metadata, or
+// asked of it.
+func (ps *proxySource) Digests(algos []string) (map[string]string, error) {
+	return ps.f.servedSums(ps.fr.ctx, ps.fr.served, algos), nil
+}
+
+// Prepare moves the read to the first range to send when it is not the
+// one Describe opened (an If-Range that did not match).
+func (ps *proxySource) Prepare(send []httpx.Range, head bool) error {
+	if head {
 		return nil
 	}
-	if unsatisfiable {
-		h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
-		httpError(w, http.StatusRequestedRangeNotSatisfiable, "range not satisfiable")
-		return nil
+	return ps.fr.at(send[0])
+}
+
+// WriteRange copies rg from the served version.
+func (ps *proxySource) WriteRange(w io.Writer, rg httpx.Range) error {
+	if err := ps.fr.at(rg); err != nil {
+		return err
 	}
-	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !httpx.IfRangeMatches(ir, etag, lastMod) {
-		// RFC 9110 §13.1.5: the client's copy is not this version, so
-		// it gets the whole of this one.
-		ranges = nil
-		if err := fr.seek(httpx.Range{Start: 0, Length: size}); err != nil {
-			f.writeOpenFailure(rq, err)
-			return nil
-		}
-	}
-	switch len(ranges) {
-	case 0:
-		if wd := r.Header["Want-Digest"]; len(wd) > 0 {
-			// RFC 3230: the digest of the whole file served, as a
-			// redirected client would get it from that endpoint.
-			if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
-				if d := httpx.FormatDigest(f.servedSums(ctx, fr.served, algos), algos...); d != "" {
-					h.Set("Digest", d)
-				}
-			}
-		}
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusOK)
-		fr.copyTo(w)
-	case 1:
-		rg := ranges[0]
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Range", rg.ContentRange(size))
-		h.Set("Content-Length", strconv.FormatInt(rg.Length, 10))
-		w.WriteHeader(http.StatusPartialContent)
-		fr.copyTo(w)
-	default:
-		mw := multipart.NewWriter(w)
-		h.Set("Content-Type", "multipart/byteranges; boundary="+mw.Boundary())
-		w.WriteHeader(http.StatusPartialContent)
-		for i, rg := range ranges {
-			pw, err := mw.CreatePart(textproto.MIMEHeader{
-				"Content-Type":  {"application/octet-stream"},
-				"Content-Range": {rg.ContentRange(size)},
-			})
-			if err != nil {
-				return nil
-			}
-			if i > 0 && fr.seek(rg) != nil || !fr.copyTo(pw) {
-				// The client must see a broken response, not a short
-				// multipart that looks complete.
-				panic(http.ErrAbortHandler)
-			}
-		}
-		_ = mw.Close()
+	if !ps.fr.copyTo(w) {
+		return fmt.Errorf("federation: proxied read of %s broke at offset %d", ps.fr.p, ps.fr.off)
 	}
 	return nil
 }
@@ -326,6 +279,15 @@ func (fr *failoverReader) result(rep *replica, err error, d time.Duration) {
 		return
 	}
 	fr.f.requestResult(fr.s, rep.m, err, d)
+}
+
+// at makes rg the range read next: the current one when it is rg and
+// nothing of it was read yet, else seek.
+func (fr *failoverReader) at(rg httpx.Range) error {
+	if fr.cur != nil && fr.off == rg.Start && fr.left == rg.Length {
+		return nil
+	}
+	return fr.seek(rg)
 }
 
 // seek ends the current range and opens rg of the served version (or a
