@@ -198,8 +198,9 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 // it and different bytes of one size do not.
 func fakeInfo(p string, d []byte) endpoint.Info {
 	sums, _, _ := httpx.Sums(bytes.NewReader(d), httpx.Adler32)
+	// The tag holds the adler32: it changes with the bytes (strong).
 	return endpoint.Info{Name: path.Base(p), Size: int64(len(d)), ModTime: time.Unix(1700000000, 0),
-		ETag: fmt.Sprintf("%x-%s", len(d), sums[httpx.Adler32]), Checksums: sums}
+		ETag: fmt.Sprintf("%x-%s", len(d), sums[httpx.Adler32]), Strong: true, Checksums: sums}
 }
 
 // fakeReader is what the fake's Open returns: it says which version of

@@ -63,7 +63,16 @@ type Endpoint struct {
 	// server is 0 until an answer was seen, then serverOther or
 	// serverXrootD (from its Server header): XrdHttp needs work-arounds.
 	server atomic.Int32
+	// validators is what the last file answer's ETag was worth
+	// (Validators): 0 before one, then validStrong or validWeak.
+	validators atomic.Int32
 }
+
+// Values of Endpoint.validators.
+const (
+	validStrong int32 = iota + 1
+	validWeak
+)
 
 // Values of Endpoint.server.
 const (
@@ -76,6 +85,8 @@ var (
 	_ endpoint.Endpoint    = (*Endpoint)(nil)
 	_ endpoint.Redirecter  = (*Endpoint)(nil)
 	_ endpoint.Checksummer = (*Endpoint)(nil)
+
+	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
 )
 
 // New returns the endpoint for cfg.URL (http, https, dav or davs). It

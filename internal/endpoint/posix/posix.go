@@ -25,6 +25,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -52,6 +53,8 @@ type Endpoint struct {
 var (
 	_ endpoint.Endpoint    = (*Endpoint)(nil)
 	_ endpoint.Checksummer = (*Endpoint)(nil)
+
+	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
 )
 
 // New returns the endpoint for cfg.URL, which must be file:///abs/dir naming
@@ -197,8 +200,32 @@ func infoOf(p string, fi fs.FileInfo) endpoint.Info {
 	if fi.IsDir() {
 		size = 0
 	}
-	return endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir()}
+	in := endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && !fi.IsDir() {
+		in.ETag, in.Strong = etagOf(st), true
+	}
+	return in
 }
+
+// etagOf is a file's entity tag, made as the storage role makes its own:
+// modification time and size, then the inode and the change time (ns,
+// hex). Nobody can set the ctime back, and a file replaced by another
+// has another inode (or, reused, a newer ctime), so the tag changes with
+// the content even when the size and the modification time are kept
+// (cp -p, touch -r): it is strong (endpoint.Info.Strong).
+func etagOf(st *syscall.Stat_t) string {
+	b := make([]byte, 0, 64)
+	b = strconv.AppendInt(b, st.Mtim.Nano(), 16)
+	b = strconv.AppendInt(b, st.Size, 16)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, st.Ino, 16)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, st.Ctim.Nano(), 16)
+	return string(b)
+}
+
+// Validators are strong: see etagOf.
+func (e *Endpoint) Validators() endpoint.Validators { return endpoint.ValidatorsStrong }
 
 // Stat describes path. Checksums holds those kept in the root's sidecars
 // (by the storage role or by Checksum) that still match the file (see
