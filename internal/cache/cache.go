@@ -328,6 +328,13 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 		if in.IsDir {
 			return nil, errIsDir
 		}
+		if force && !in.Strong {
+			// no-cache asks for the origin's current bytes, and equal
+			// weak validators do not say the cached ones are those: only
+			// the origin's adler32, equal to the one recorded, does.
+			c.sumOf(ctx, f.path, &in)
+			return nil, c.confirmProven(f, in)
+		}
 		return nil, c.confirm(f, in)
 	})
 	if err != nil && !errors.Is(err, errIsDir) && endpoint.Class(err) == endpoint.ErrUnavailable {
@@ -345,10 +352,39 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 
 var errIsDir = errors.New("cache: a directory")
 
+// sumOf fills in's adler32, when it has none, from the origin's
+// Checksummer; it stays empty when the origin cannot say.
+func (c *Cache) sumOf(ctx context.Context, p string, in *endpoint.Info) {
+	if in.Checksums[httpx.Adler32] != "" {
+		return
+	}
+	if sum, err := endpoint.Checksum(ctx, c.origin, p, httpx.Adler32); err == nil {
+		in.Checksums = map[string]string{httpx.Adler32: sum}
+	}
+}
+
+// confirmProven is confirm for a revalidation that must prove the blocks
+// are of the origin's current bytes (no-cache) when its validators are
+// weak: they stay only when the origin's adler32 is the one recorded for
+// them; otherwise they are dropped, and the file is read afresh.
+func (c *Cache) confirmProven(f *file, in endpoint.Info) error {
+	f.mu.Lock()
+	sum := in.Checksums[httpx.Adler32]
+	unproven := f.known && !f.gone && (sum == "" || sum != f.hdr.Adler32)
+	f.mu.Unlock()
+	if unproven {
+		c.log.Info("cache: no-cache revalidation cannot prove the cached blocks are the origin's current bytes; dropping them",
+			"path", f.path, "origin", describe(in))
+		c.drop(f)
+		return errChanged // the caller starts again with a new entry
+	}
+	return c.confirm(f, in)
+}
+
 // confirm records in as the origin's current version of f: the blocks
 // stay when they are of it, and are dropped when not.
 func (c *Cache) confirm(f *file, in endpoint.Info) error {
-	hdr := header{Path: f.path, Size: in.Size, ETag: in.ETag, Block: c.cfg.BlockSize}
+	hdr := header{Path: f.path, Size: in.Size, ETag: in.ETag, Strong: in.Strong, Block: c.cfg.BlockSize}
 	if !in.ModTime.IsZero() {
 		hdr.ModTime = in.ModTime.UnixNano()
 	}
@@ -358,7 +394,7 @@ func (c *Cache) confirm(f *file, in endpoint.Info) error {
 	if f.gone {
 		return errChanged // dropped meanwhile: the caller starts again
 	}
-	if f.known && endpoint.SameVersion(f.hdr.version(), in) && f.hdr.Size == in.Size {
+	if f.known && endpoint.SameVersion(f.hdr.version(), in) && f.hdr.Size == in.Size && f.hdr.Strong == in.Strong {
 		if f.hdr.Adler32 == "" && hdr.Adler32 != "" {
 			f.hdr.Adler32 = hdr.Adler32
 		}

@@ -328,6 +328,19 @@ func (s *source) Prepare(send []httpx.Range, head bool) error {
 	if head {
 		return nil
 	}
+	if !s.hdr.Strong {
+		if i, ok := s.c.firstMissing(s.f, s.epoch, send); ok {
+			// Blocks will be fetched to go with blocks on disk, and the
+			// origin's validators cannot say whether its file is still
+			// the one they came from: read one again before promising
+			// a status (a file replaced is served whole, new, on the
+			// next try, never spliced). The fills prove their own reads
+			// too.
+			if _, err := s.c.prove(s.rd.ctx, s.f, s.epoch, i); err != nil {
+				return err
+			}
+		}
+	}
 	s.rd.seq = s.c.record(s.f, send)
 	return s.rd.prepare(send[0])
 }
@@ -371,6 +384,27 @@ func (c *Cache) allCached(f *file, epoch uint64, ranges []httpx.Range) bool {
 	return true
 }
 
+// firstMissing returns the first block of ranges not on disk, and false
+// when every one is (or the epoch is gone).
+func (c *Cache) firstMissing(f *file, epoch uint64, ranges []httpx.Range) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.epoch != epoch || f.present == 0 {
+		return 0, false
+	}
+	for _, rg := range ranges {
+		if rg.Length == 0 {
+			continue
+		}
+		for i := rg.Start / f.hdr.Block; i <= (rg.Start+rg.Length-1)/f.hdr.Block; i++ {
+			if !f.have[i] {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // rangeReader copies ranges of one epoch of a file to a client: blocks
 // from RAM or disk, checked, and fetched first when missing; or, under
 // back pressure, the rest of a range straight from the origin.
@@ -383,9 +417,11 @@ type rangeReader struct {
 	ctx   context.Context
 	seq   bool
 	bp    *[]byte
-	// origin is the uncached stream of a bypassed range, and its offset.
+	// origin is the uncached stream of a bypassed range, and its offset;
+	// streamed says the answer used one already.
 	origin    io.ReadCloser
 	originOff int64
+	streamed  bool
 }
 
 func (rd *rangeReader) close() {
@@ -439,14 +475,26 @@ func (rd *rangeReader) openOrigin(off, end int64) error {
 		rd.origin.Close()
 		rd.origin = nil
 	}
-	rc, err := rd.c.openOrigin(rd.ctx, rd.f.path, rd.hdr, off, end-off)
+	rc, proven, err := rd.c.openOrigin(rd.ctx, rd.f.path, rd.hdr, off, end-off)
 	if err != nil {
 		if errors.Is(err, errChanged) {
 			rd.c.changed(rd.f, rd.epoch)
 		}
 		return err
 	}
-	rd.origin, rd.originOff = rc, off
+	if !proven {
+		// Its bytes join, in one answer, blocks on disk or an earlier
+		// stream: prove it of their version first.
+		compared, err := rd.c.prove(rd.ctx, rd.f, rd.epoch, off/rd.hdr.Block)
+		if err == nil && !compared && rd.streamed {
+			err = fmt.Errorf("cache: %s: a second origin read in one answer, and no block on disk to prove it of the first one's version: %w", rd.f.path, endpoint.ErrUnavailable)
+		}
+		if err != nil {
+			rc.Close()
+			return err
+		}
+	}
+	rd.origin, rd.originOff, rd.streamed = rc, off, true
 	return nil
 }
 

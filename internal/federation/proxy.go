@@ -1,10 +1,12 @@
 package federation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,21 +82,21 @@ type proxySource struct {
 // Describe opens the first range the answer will send (an empty one for
 // a Range that cannot be served: the open confirms the size) on the
 // first replica that still holds the version looked up, and gives that
-// replica's validators.
+// replica's validators. A replica whose validators are weak is read
+// forward, every range from one read (openFirstOf).
 func (ps *proxySource) Describe(want []httpx.Range) (httpx.Content, error) {
 	fr := ps.fr
-	first := httpx.Range{}
-	if len(want) > 0 {
-		first = want[0]
+	if len(want) == 0 {
+		want = []httpx.Range{{}}
 	}
-	if err := fr.openFirst(ps.reps, first, ps.fresh); err != nil {
+	if err := fr.openFirstOf(ps.reps, want, ps.fresh); err != nil {
 		return httpx.Content{}, err
 	}
 	if fr.changed {
 		fr.s.invalidate(fr.p, 0) // a replica ranked above the served one has changed
 	}
 	fr.waitSums(sumWait)
-	ct := httpx.Content{ModTime: fr.ver.ModTime}
+	ct := httpx.Content{ModTime: fr.ver.ModTime, Weak: !fr.ver.Strong, Forward: !fr.ver.Strong}
 	if fr.ver.ETag != "" {
 		ct.ETag = `"` + fr.ver.ETag + `"`
 	}
@@ -163,6 +165,18 @@ func (wo writerOnly) Write(p []byte) (int, error) { return wo.w.Write(p) }
 // failoverReader reads one range after another of the version it first
 // opened (served, ver) and moves, when a replica fails, to another that
 // holds the same bytes, at the offset reached.
+//
+// Two reads are joined in one answer (a resume after a failure, another
+// replica, the next range of a multipart answer) only when the second is
+// proven to read the bytes of the version served: by strong validators
+// (endpoint.SameBytes), or by a checksum of the served replica asked
+// after it opened and equal to the second one's, asked after that one
+// opened (proveSum). Equal weak validators prove nothing: nginx's ETag
+// stays the same when a file is replaced by one of the same size with its
+// time kept. Without a proof the read fails, and the client sees a broken
+// transfer, never a splice. So that a multipart answer from a weak
+// replica needs no proof, its ranges come in ascending order from one
+// read that spans them (the bytes between them are read and dropped).
 type failoverReader struct {
 	ctx  context.Context
 	f    *Federator
@@ -177,9 +191,15 @@ type failoverReader struct {
 	// version or not found; the cached entry is out of date.
 	changed bool
 
-	cur       *watched // the open read, nil between replicas
-	off, left int64
-	errs      []error
+	cur *watched // the open read, nil between replicas
+	// off and left are the offset reached and what is left of the range
+	// being read; end is where the open read stops (past off+left when
+	// it spans several ranges).
+	off, left, end int64
+	// sent counts the bytes read for the answer: from the first one on,
+	// another read is joined only once proven (see the type's doc).
+	sent int64
+	errs []error
 	// fails counts replica failures since the last byte read, and
 	// retryUntil is when retrying the served replica stops (zero: not
 	// retrying): a replica that opens and then fails at once must not
@@ -189,7 +209,9 @@ type failoverReader struct {
 
 	// sums is the served replica's checksum, asked in the background
 	// when a failover could need it to prove another replica identical
-	// (sameBytes); nil when not asked.
+	// (sameBytes), or, for a replica whose validators are weak, to
+	// prove any later read of the same bytes (proveSum); nil when not
+	// asked.
 	sums   *sumFuture
 	proven map[*replica]bool // sameBytes answers, kept for the request
 }
@@ -200,10 +222,26 @@ type failoverReader struct {
 // search with errStale: the caller looks the path up again rather than
 // serve a version chosen from stale metadata.
 func (fr *failoverReader) openFirst(reps []*replica, rg httpx.Range, fresh bool) error {
-	fr.off, fr.left = rg.Start, rg.Length
+	return fr.openFirstOf(reps, []httpx.Range{rg}, fresh)
+}
+
+// openFirstOf is openFirst for the ranges of an answer, disjoint, want[0]
+// read first; with several, a replica whose validators are weak is
+// opened once over all of them, from the lowest (httpx.Content.Forward
+// sends them in ascending order).
+func (fr *failoverReader) openFirstOf(reps []*replica, want []httpx.Range, fresh bool) error {
 	stale := false
 	for i, rep := range reps {
-		w, ver, err := fr.open(rep, rg.Start, rg.Length)
+		rg := want[0]
+		end := rg.Start + rg.Length
+		if !rep.info.Strong && len(want) > 1 {
+			rg = slices.MinFunc(want, func(a, b httpx.Range) int { return cmp.Compare(a.Start, b.Start) })
+			for _, x := range want {
+				end = max(end, x.Start+x.Length)
+			}
+		}
+		fr.off, fr.left, fr.end = rg.Start, rg.Length, end
+		w, ver, err := fr.open(rep, rg.Start, end-rg.Start)
 		if err == nil && !endpoint.SameVersion(rep.info, ver) {
 			w.Close()
 			err = fmt.Errorf("%w: %s", errStale, describeVersion(rep.info, ver))
@@ -281,20 +319,27 @@ func (fr *failoverReader) result(rep *replica, err error, d time.Duration) {
 	fr.f.requestResult(fr.s, rep.m, err, d)
 }
 
-// at makes rg the range read next: the current one when it is rg and
-// nothing of it was read yet, else seek.
+// at makes rg the range read next: within the open read when it lies
+// ahead in it (the bytes before it are read and dropped), else seek.
 func (fr *failoverReader) at(rg httpx.Range) error {
-	if fr.cur != nil && fr.off == rg.Start && fr.left == rg.Length {
+	if fr.off <= rg.Start && rg.Start+rg.Length <= fr.end && (fr.cur != nil || fr.sent > 0) {
+		if gap := rg.Start - fr.off; gap > 0 {
+			fr.left = gap
+			if n, err := io.Copy(io.Discard, fr); err != nil || n != gap {
+				return fmt.Errorf("federation: skipping to offset %d: %w", rg.Start, errors.Join(err, io.ErrUnexpectedEOF))
+			}
+		}
+		fr.left = rg.Length
 		return nil
 	}
 	return fr.seek(rg)
 }
 
-// seek ends the current range and opens rg of the served version (or a
+// seek ends the current read and opens rg of the served version (or a
 // replica proven to hold it).
 func (fr *failoverReader) seek(rg httpx.Range) error {
 	fr.closeCur()
-	fr.off, fr.left = rg.Start, rg.Length
+	fr.off, fr.left, fr.end = rg.Start, rg.Length, rg.Start+rg.Length
 	if err := fr.reopen(fr.served, false); err == nil {
 		return nil
 	}
@@ -339,6 +384,7 @@ func (fr *failoverReader) Read(p []byte) (int, error) {
 		n, err := fr.cur.Read(p)
 		fr.off += int64(n)
 		fr.left -= int64(n)
+		fr.sent += int64(n)
 		fr.cur.rep.m.mm.proxied.Add(float64(n))
 		if fr.left == 0 {
 			return n, nil
@@ -384,6 +430,11 @@ func (fr *failoverReader) next() error {
 			return nil
 		}
 	}
+	if fr.sent > 0 && !fr.ver.Strong && fr.proofSum() == "" {
+		// Bytes of the served replica are sent, and nothing could prove
+		// a new read of it holds the same ones.
+		return fmt.Errorf("federation: cannot resume at offset %d: %w: %w", fr.off, errUnproven, errors.Join(fr.errs...))
+	}
 	now := time.Now()
 	if fr.retryUntil.IsZero() {
 		fr.retryUntil = now.Add(max(fr.idle, time.Second))
@@ -404,19 +455,20 @@ func (fr *failoverReader) next() error {
 		if err == nil {
 			return nil
 		}
-		if endpoint.Class(err) != endpoint.ErrUnavailable || errors.Is(err, errStale) {
+		if endpoint.Class(err) != endpoint.ErrUnavailable || errors.Is(err, errStale) || errors.Is(err, errUnproven) {
 			break
 		}
 	}
 	return fmt.Errorf("federation: no replica holding the same bytes could go on from offset %d: %w", fr.off, errors.Join(fr.errs...))
 }
 
-// reopen opens the rest of the range on rep and checks that the bytes
-// are still those of the version served: the same size always, and for
-// the served replica itself (or when other asks it) the same ETag and
-// modification time.
+// reopen opens the rest of the read on rep and checks that the bytes
+// are still those of the version served: the same size always, for the
+// served replica itself (or when other asks it) the same ETag and
+// modification time, and, once bytes were sent, a proof that they are
+// the same bytes when the validators cannot say (proveSum).
 func (fr *failoverReader) reopen(rep *replica, other bool) error {
-	w, ver, err := fr.open(rep, fr.off, fr.left)
+	w, ver, err := fr.open(rep, fr.off, fr.end-fr.off)
 	if err != nil {
 		fr.errs = append(fr.errs, fmt.Errorf("%s: reopen at %d: %w", rep.m.name, fr.off, err))
 		return err
@@ -432,9 +484,47 @@ func (fr *failoverReader) reopen(rep *replica, other bool) error {
 		fr.errs = append(fr.errs, fmt.Errorf("%s: %w", rep.m.name, err))
 		return err
 	}
+	if fr.sent > 0 && !endpoint.SameBytes(want, ver) {
+		if err := fr.proveSum(rep); err != nil {
+			w.Close()
+			fr.errs = append(fr.errs, fmt.Errorf("%s: reopen at %d: %w", rep.m.name, fr.off, err))
+			return err
+		}
+	}
 	fr.cur = w
 	return nil
 }
+
+// errUnproven: a read would join bytes of two reads, and nothing proves
+// them bytes of one file.
+var errUnproven = errors.New("nothing proves the bytes are those of the version served (weak validators and no checksum)")
+
+// proveSum proves that rep, just opened, holds the bytes of the version
+// served, when validators cannot: its checksum, asked now, equals the
+// one the served replica gave after its first open (proofSum). A
+// checksum asked now is of the file the read just opened reads (or of a
+// later one: then they differ, and the read is refused, safely).
+func (fr *failoverReader) proveSum(rep *replica) error {
+	want := fr.proofSum()
+	if want == "" {
+		return errUnproven
+	}
+	ctx, cancel := context.WithTimeout(fr.ctx, rep.m.cfg.TimeoutOrDefault())
+	defer cancel()
+	got, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, httpx.Adler32)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: asking its adler32: %w", errUnproven, err)
+	case got != want:
+		fr.f.m.mismatches.Inc()
+		return fmt.Errorf("%w: adler32 %s now, %s when the answer began", errStale, got, want)
+	}
+	return nil
+}
+
+// proofSum is the served replica's adler32 that proveSum compares with
+// (servedSum); "" when there is none.
+func (fr *failoverReader) proofSum() string { return fr.servedSum(httpx.Adler32) }
 
 func (fr *failoverReader) closeCur() {
 	if fr.cur != nil {
@@ -511,30 +601,59 @@ func (fr *failoverReader) waitSums(d time.Duration) {
 	}
 }
 
-// sumFuture is a checksum asked in the background.
-// The sum itself is learned by the replica (replica.learn).
+// sumFuture is a checksum asked in the background. The sum is learned
+// by the replica too (replica.learn) when its validators are strong.
 type sumFuture struct {
 	algo   string
+	value  string // set before done closes; "" when the replica could not say
 	done   chan struct{}
 	cancel context.CancelFunc
 }
 
-// startSums asks the served replica for its adler32 in the background
-// when a failover could need it: there are other replicas of the same
-// size, and the served replica's metadata has no checksum. Asked at the start, while the served replica
-// still answers; a failover waits for it.
+// startSums asks the served replica for its adler32 in the background,
+// at the start, while it still answers: when a failover could need it
+// (other replicas of the same size, and no checksum in its metadata),
+// and always when its validators are weak. Then a checksum from its
+// look-up may be of a file since replaced under the same validators,
+// and only one asked after this open can prove that a later read holds
+// the same bytes (proveSum). A failover waits for it.
 func (fr *failoverReader) startSums() {
-	if len(fr.others) == 0 || fr.served.sum(httpx.Adler32) != "" {
+	weak := !fr.ver.Strong
+	if !weak && (len(fr.others) == 0 || fr.served.sum(httpx.Adler32) != "") {
 		return
 	}
-	ctx, cancel := context.WithCancel(fr.ctx) // replica.checksum bounds the wait
+	ctx, cancel := context.WithCancel(fr.ctx)
 	sf := &sumFuture{algo: httpx.Adler32, done: make(chan struct{}), cancel: cancel}
 	fr.sums = sf
 	rep := fr.served
 	go func() {
 		defer close(sf.done)
-		rep.checksum(ctx, sf.algo)
+		if !weak {
+			sf.value = rep.checksum(ctx, sf.algo) // bounded by the endpoint's timeout
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, rep.m.cfg.TimeoutOrDefault())
+		defer cancel()
+		if v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, sf.algo); err == nil {
+			sf.value = v
+		}
 	}()
+}
+
+// servedSum is the served replica's checksum for algo that other reads
+// are compared with: from its look-up (or learned) when its validators
+// are strong; else only the adler32 asked after it opened (startSums).
+func (fr *failoverReader) servedSum(algo string) string {
+	if fr.sums != nil {
+		<-fr.sums.done
+	}
+	if fr.ver.Strong {
+		return fr.served.sum(algo)
+	}
+	if algo == httpx.Adler32 && fr.sums != nil {
+		return fr.sums.value
+	}
+	return ""
 }
 
 // sameBytes reports whether rep holds the bytes of the version served,
@@ -560,11 +679,8 @@ func (fr *failoverReader) compare(rep *replica) (bool, string) {
 	// versions of one resource apart (RFC 9110 §8.8.3), and nginx's is
 	// the modification second and the size, so two different files
 	// written in the same second share it. Only checksums compare.
-	if fr.sums != nil {
-		<-fr.sums.done
-	}
 	for _, algo := range []string{httpx.Adler32, httpx.MD5, httpx.CRC32C} {
-		want := fr.served.sum(algo)
+		want := fr.servedSum(algo)
 		if want == "" {
 			continue
 		}
