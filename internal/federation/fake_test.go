@@ -44,6 +44,10 @@ type fakeEP struct {
 	onBreak                             atomic.Pointer[func()] // run once when a reader breaks (failAfter)
 	gate                                atomic.Pointer[chan struct{}]
 	openGate                            atomic.Pointer[chan struct{}]
+	// weak: versions as nginx makes them, of the size and a time only
+	// (not Strong, and the same for any bytes of that size); noSums: no
+	// checksums either.
+	weak, noSums atomic.Bool
 }
 
 type fakeRedirecter struct{ *fakeEP }
@@ -124,7 +128,7 @@ func (f *fakeEP) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d, ok := f.files[p]; ok {
-		return fakeInfo(p, d), nil
+		return f.info(p, d), nil
 	}
 	if f.dirs[p] {
 		return endpoint.Info{Name: path.Base(p), IsDir: true}, nil
@@ -170,7 +174,7 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 	if !ok {
 		return nil, fmt.Errorf("fake %s: open %q: %w", f.name, p, endpoint.ErrNotFound)
 	}
-	ver := fakeInfo(p, d)
+	ver := f.info(p, d)
 	ver.Checksums = nil
 	if off > int64(len(d)) {
 		return nil, fmt.Errorf("fake %s: offset past end: %w", f.name, endpoint.ErrRefused)
@@ -191,6 +195,19 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 		r = io.MultiReader(io.LimitReader(r, left), stallReader{ctx})
 	}
 	return fakeReader{io.NopCloser(r), ver}, nil
+}
+
+// info describes content d as the fake's server does: fakeInfo, made
+// weak or without checksums as asked.
+func (f *fakeEP) info(p string, d []byte) endpoint.Info {
+	in := fakeInfo(p, d)
+	if f.weak.Load() {
+		in.ETag, in.Strong = fmt.Sprintf("%x-%x", in.ModTime.Unix(), in.Size), false
+	}
+	if f.noSums.Load() {
+		in.Checksums = nil
+	}
+	return in
 }
 
 // fakeInfo describes content d as a server would: its ETag is the
