@@ -300,9 +300,10 @@ type source struct {
 	rd           *rangeReader
 }
 
-// Describe gives the origin's validators for the version cached.
+// Describe gives the origin's validators for the version cached, weak
+// when the origin's are.
 func (s *source) Describe([]httpx.Range) (httpx.Content, error) {
-	ct := httpx.Content{ETag: entityTag(s.hdr)}
+	ct := httpx.Content{ETag: entityTag(s.hdr), Weak: !s.hdr.Strong}
 	if s.hdr.ModTime != 0 {
 		ct.ModTime = time.Unix(0, s.hdr.ModTime)
 	}

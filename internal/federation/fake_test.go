@@ -48,6 +48,8 @@ type fakeEP struct {
 	// (not Strong, and the same for any bytes of that size); noSums: no
 	// checksums either.
 	weak, noSums atomic.Bool
+	// afterOpen runs once, when an Open has taken the bytes it reads.
+	afterOpen atomic.Pointer[func()]
 }
 
 type fakeRedirecter struct{ *fakeEP }
@@ -184,6 +186,9 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 		d = d[:n]
 	}
 	var r io.Reader = bytes.NewReader(d)
+	if fn := f.afterOpen.Swap(nil); fn != nil {
+		(*fn)()
+	}
 	if fa := f.failAfter.Load(); fa > 0 {
 		// The byte budget counts from the file's start: a failover that
 		// comes back here past it fails at once.

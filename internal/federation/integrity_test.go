@@ -278,12 +278,17 @@ func TestProxyWeakReplicaResume(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		replaced, noSums bool
-		whole            bool
+		// early: the file is replaced just after the first read opened,
+		// before its adler32 was asked after the open: that one is then
+		// the new file's, the same as the one the new read gives.
+		early bool
+		whole bool
 	}{
-		{"back, adler32 the same", false, false, true},
-		{"replaced, adler32 differs", true, false, false},
-		{"back, no checksum", false, true, false},
-		{"replaced, no checksum", true, true, false},
+		{"back, adler32 the same", false, false, false, true},
+		{"replaced, adler32 differs", true, false, false, false},
+		{"back, no checksum", false, true, false, false},
+		{"replaced, no checksum", true, true, false, false},
+		{"replaced just after the open", false, false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newFake("ra", false)
@@ -291,6 +296,13 @@ func TestProxyWeakReplicaResume(t *testing.T) {
 			a.noSums.Store(tc.noSums)
 			a.put("/f", data)
 			tf := startFed(t, cfgYAML("mode: proxy\nproxy_idle_timeout: 2s\n"+slowHealth, ep("ra")), a)
+			if _, _, err := tf.get(t, "/f", http.Header{"Range": {"bytes=0-0"}}); err != nil {
+				t.Fatal(err) // the look-up, with the adler32 of the first file
+			}
+			if tc.early {
+				early := func() { a.put("/f", randData(1<<20, 15)) }
+				a.afterOpen.Store(&early)
+			}
 			a.failAfter.Store(500_000)
 			back := func() {
 				if tc.replaced {

@@ -104,9 +104,18 @@ func (ps *proxySource) Describe(want []httpx.Range) (httpx.Content, error) {
 }
 
 // Digests are the served replica's checksums: from its metadata, or
-// asked of it.
+// asked of it; when its validators are weak, only the adler32 asked after
+// it opened (a checksum from its look-up may be of a file since replaced
+// under the same validators).
 func (ps *proxySource) Digests(algos []string) (map[string]string, error) {
-	return ps.f.servedSums(ps.fr.ctx, ps.fr.served, algos), nil
+	fr := ps.fr
+	if !fr.ver.Strong {
+		if v := fr.servedSum(httpx.Adler32); v != "" {
+			return map[string]string{httpx.Adler32: v}, nil
+		}
+		return nil, nil
+	}
+	return ps.f.servedSums(fr.ctx, fr.served, algos), nil
 }
 
 // Prepare moves the read to the first range to send when it is not the
@@ -212,7 +221,11 @@ type failoverReader struct {
 	// (sameBytes), or, for a replica whose validators are weak, to
 	// prove any later read of the same bytes (proveSum); nil when not
 	// asked.
-	sums   *sumFuture
+	sums *sumFuture
+	// preSum is the served replica's adler32 known before it was opened
+	// (its look-up, or asked just then) when its validators are weak;
+	// "" when it could not say.
+	preSum string
 	proven map[*replica]bool // sameBytes answers, kept for the request
 }
 
@@ -241,6 +254,10 @@ func (fr *failoverReader) openFirstOf(reps []*replica, want []httpx.Range, fresh
 			}
 		}
 		fr.off, fr.left, fr.end = rg.Start, rg.Length, end
+		var pre string
+		if !rep.info.Strong {
+			pre = fr.sumBefore(rep)
+		}
 		w, ver, err := fr.open(rep, rg.Start, end-rg.Start)
 		if err == nil && !endpoint.SameVersion(rep.info, ver) {
 			w.Close()
@@ -257,7 +274,7 @@ func (fr *failoverReader) openFirstOf(reps []*replica, want []httpx.Range, fresh
 			}
 			continue
 		}
-		fr.served, fr.ver, fr.cur, fr.changed = rep, rep.info, w, stale
+		fr.served, fr.ver, fr.cur, fr.changed, fr.preSum = rep, rep.info, w, stale, pre
 		fr.others = append(fr.others, reps[:i]...)
 		fr.others = append(fr.others, reps[i+1:]...)
 		fr.startSums()
@@ -610,17 +627,37 @@ type sumFuture struct {
 	cancel context.CancelFunc
 }
 
+// sumBefore is rep's adler32 as known before it is opened: from its
+// look-up (or learned since), else asked now, for no longer than sumWait
+// (a server may read the whole file to answer); "" when it cannot say.
+func (fr *failoverReader) sumBefore(rep *replica) string {
+	if v := rep.sum(httpx.Adler32); v != "" {
+		return v
+	}
+	ctx, cancel := context.WithTimeout(fr.ctx, min(sumWait, rep.m.cfg.TimeoutOrDefault()))
+	defer cancel()
+	v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, httpx.Adler32)
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
 // startSums asks the served replica for its adler32 in the background,
 // at the start, while it still answers: when a failover could need it
 // (other replicas of the same size, and no checksum in its metadata),
-// and always when its validators are weak. Then a checksum from its
-// look-up may be of a file since replaced under the same validators,
-// and only one asked after this open can prove that a later read holds
-// the same bytes (proveSum). A failover waits for it.
+// and when its validators are weak and it gave one before it was opened
+// (preSum). A weak replica's version says nothing of its bytes, so a
+// checksum proves which bytes its read holds only when the same before
+// and after the open (servedSum); a later read is proven by the same
+// checksum asked after it opened (proveSum). A failover waits for it.
 func (fr *failoverReader) startSums() {
 	weak := !fr.ver.Strong
 	if !weak && (len(fr.others) == 0 || fr.served.sum(httpx.Adler32) != "") {
 		return
+	}
+	if weak && fr.preSum == "" {
+		return // no checksum to be had: nothing can prove a second read
 	}
 	ctx, cancel := context.WithCancel(fr.ctx)
 	sf := &sumFuture{algo: httpx.Adler32, done: make(chan struct{}), cancel: cancel}
@@ -636,13 +673,17 @@ func (fr *failoverReader) startSums() {
 		defer cancel()
 		if v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, sf.algo); err == nil {
 			sf.value = v
+			if v == fr.preSum {
+				rep.learn(sf.algo, v) // the next read of it needs not ask before opening
+			}
 		}
 	}()
 }
 
 // servedSum is the served replica's checksum for algo that other reads
 // are compared with: from its look-up (or learned) when its validators
-// are strong; else only the adler32 asked after it opened (startSums).
+// are strong; else only its adler32, when the same before it opened and
+// after (startSums): the file its read holds had it.
 func (fr *failoverReader) servedSum(algo string) string {
 	if fr.sums != nil {
 		<-fr.sums.done
@@ -650,7 +691,7 @@ func (fr *failoverReader) servedSum(algo string) string {
 	if fr.ver.Strong {
 		return fr.served.sum(algo)
 	}
-	if algo == httpx.Adler32 && fr.sums != nil {
+	if algo == httpx.Adler32 && fr.sums != nil && fr.sums.value == fr.preSum {
 		return fr.sums.value
 	}
 	return ""

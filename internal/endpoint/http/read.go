@@ -101,12 +101,12 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		ver := e.versionOf(resp, resp.ContentLength)
 		if isDir, err := e.isListing(ctx, p, resp); err != nil {
 			return abort(err)
 		} else if isDir {
 			return abort(fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 		}
+		ver := e.versionOf(resp, resp.ContentLength)
 		total := resp.ContentLength // -1 when unknown
 		if total >= 0 && off > total {
 			return abort(fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, total))
@@ -235,6 +235,9 @@ func (e *Endpoint) versionOf(resp *http.Response, total int64) endpoint.Info {
 func (e *Endpoint) strong(h http.Header) bool {
 	tag := h.Get("ETag")
 	ok := tag != "" && !strings.HasPrefix(tag, "W/") && h.Get("Server") == httpx.StorageServer
+	if tag == "" && h.Get("Server") == httpx.StorageServer {
+		return false // an error answer (a 416) of a server whose tags are strong
+	}
 	v := validWeak
 	if ok {
 		v = validStrong
