@@ -61,12 +61,20 @@ func (o *weakOrigin) replace(t *testing.T, name string, data []byte) {
 // validators: a whole GET, with or without Cache-Control: no-cache, is
 // one version (the new one: the cache proves the blocks on disk stale),
 // never the cached blocks of the old joined to fetched blocks of the
-// new; and what stays cached is that version too.
+// new; and what stays cached is that version too. A file cached whole is
+// served new once revalidated.
 func TestWeakOriginNeverSpliced(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hdr  []string
-	}{{"plain", nil}, {"no-cache", []string{"Cache-Control", "no-cache"}}} {
+		// whole: the whole file is cached before the replacement, and
+		// the cache revalidates at every request.
+		whole bool
+	}{
+		{"plain", nil, false},
+		{"no-cache", []string{"Cache-Control", "no-cache"}, false},
+		{"revalidated", nil, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := startWeakOrigin(t)
 			v1, v2 := random(16*block, 51), random(16*block, 52)
@@ -77,10 +85,15 @@ func TestWeakOriginNeverSpliced(t *testing.T) {
 			if err := os.Chtimes(filepath.Join(o.Dir, "f"), old, old); err != nil {
 				t.Fatal(err)
 			}
-			n := startCache(t, cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1}, o.ep)
-			resp, body := get(t, n.URL+"/f", "Range", fmt.Sprintf("bytes=0-%d", 4*block-1))
-			if resp.StatusCode != 206 || !bytes.Equal(body, v1[:4*block]) {
-				t.Fatalf("first range = %d, %d bytes", resp.StatusCode, len(body))
+			cfg := cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1}
+			last := 4*block - 1
+			if tc.whole {
+				cfg.RevalidateAfter, last = time.Nanosecond, len(v1)-1
+			}
+			n := startCache(t, cfg, o.ep)
+			resp, body := get(t, n.URL+"/f", "Range", fmt.Sprintf("bytes=0-%d", last))
+			if resp.StatusCode/100 != 2 || !bytes.Equal(body, v1[:last+1]) {
+				t.Fatalf("first read = %d, %d bytes", resp.StatusCode, len(body))
 			}
 			etag := resp.Header.Get("Etag")
 			o.replace(t, "f", v2)
@@ -96,6 +109,11 @@ func TestWeakOriginNeverSpliced(t *testing.T) {
 			resp, body = get(t, n.URL+"/f")
 			if resp.StatusCode != 200 || !bytes.Equal(body, v2) {
 				t.Fatalf("GET again = %d: %s; want the new file, as cached", resp.StatusCode, which(body, v1, v2))
+			}
+			// RFC 9110 §13.1.5: If-Range needs a strong validator; the
+			// cache's are the origin's, weak: the whole file.
+			if resp, body := get(t, n.URL+"/f", "If-Range", etag, "Range", "bytes=0-9"); resp.StatusCode != 200 || !bytes.Equal(body, v2) {
+				t.Fatalf("If-Range with the weak ETag = %d, %d bytes; want 200 and the whole file", resp.StatusCode, len(body))
 			}
 		})
 	}
