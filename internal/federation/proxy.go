@@ -38,10 +38,11 @@ var errIdle = errors.New("no bytes within the proxy idle timeout")
 //   - ETag, Last-Modified and Digest are those of the replica served, and
 //     the conditionals (RFC 9110 §13) are evaluated against it.
 //   - Mid-stream, the read moves only to a replica proven by a checksum to
-//     hold the same bytes (sameBytes); with none left it retries the same replica at
-//     the same offset for up to proxy_idle_timeout, and then aborts the
-//     response, so the client sees a broken transfer, never a splice of
-//     two files.
+//     hold the same bytes (sameBytes); with none left it retries the same
+//     replica at the same offset for up to proxy_idle_timeout, when its
+//     validators are strong or a checksum proves it unchanged (see
+//     failoverReader), and then aborts the response, so the client sees a
+//     broken transfer, never a splice of two files.
 //   - A replica silent for proxy_idle_timeout is left like a failed one.
 func (f *Federator) proxy(rq *request, rk []ranked, fresh bool) error {
 	w, r, s, p := rq.w, rq.r, rq.s, rq.p
@@ -178,9 +179,9 @@ func (wo writerOnly) Write(p []byte) (int, error) { return wo.w.Write(p) }
 // Two reads are joined in one answer (a resume after a failure, another
 // replica, the next range of a multipart answer) only when the second is
 // proven to read the bytes of the version served: by strong validators
-// (endpoint.SameBytes), or by a checksum of the served replica asked
-// after it opened and equal to the second one's, asked after that one
-// opened (proveSum). Equal weak validators prove nothing: nginx's ETag
+// (endpoint.SameBytes), or by a checksum of the served replica, the same
+// before and after it opened, equal to the second one's asked after that
+// one opened (proveSum). Equal weak validators prove nothing: nginx's ETag
 // stays the same when a file is replaced by one of the same size with its
 // time kept. Without a proof the read fails, and the client sees a broken
 // transfer, never a splice. So that a multipart answer from a weak
@@ -256,7 +257,7 @@ func (fr *failoverReader) openFirstOf(reps []*replica, want []httpx.Range, fresh
 		fr.off, fr.left, fr.end = rg.Start, rg.Length, end
 		var pre string
 		if !rep.info.Strong {
-			pre = fr.sumBefore(rep)
+			pre = fr.sumBefore(rep, end-rg.Start >= minProvenRead)
 		}
 		w, ver, err := fr.open(rep, rg.Start, end-rg.Start)
 		if err == nil && !endpoint.SameVersion(rep.info, ver) {
@@ -627,11 +628,18 @@ type sumFuture struct {
 	cancel context.CancelFunc
 }
 
+// minProvenRead is the smallest read of a replica with weak validators
+// for which a checksum not known yet is asked before it opens, so that
+// it can be resumed if it breaks. A smaller one (a ROOT basket) is not
+// worth the extra request: it breaks, and the client asks again.
+const minProvenRead = 16 << 20
+
 // sumBefore is rep's adler32 as known before it is opened: from its
-// look-up (or learned since), else asked now, for no longer than sumWait
-// (a server may read the whole file to answer); "" when it cannot say.
-func (fr *failoverReader) sumBefore(rep *replica) string {
-	if v := rep.sum(httpx.Adler32); v != "" {
+// look-up (or learned since), else, when ask, asked now for no longer
+// than sumWait (a server may read the whole file to answer); "" when it
+// cannot say.
+func (fr *failoverReader) sumBefore(rep *replica, ask bool) string {
+	if v := rep.sum(httpx.Adler32); v != "" || !ask {
 		return v
 	}
 	ctx, cancel := context.WithTimeout(fr.ctx, min(sumWait, rep.m.cfg.TimeoutOrDefault()))
