@@ -63,7 +63,8 @@ func (e *entry) info() endpoint.Info {
 	if e.md5 != "" {
 		sums[httpx.MD5] = e.md5
 	}
-	return endpoint.Info{Name: baseName(e.path), Size: e.size, ModTime: e.mtime, ETag: e.etag(), Checksums: sums}
+	// Strong: the tag names the version and its adler32 (etag).
+	return endpoint.Info{Name: baseName(e.path), Size: e.size, ModTime: e.mtime, ETag: e.etag(), Strong: true, Checksums: sums}
 }
 
 // etag is e's entity tag without quotes: the version and its sum, so a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -69,9 +70,8 @@ func (b *Buffer) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// serveGet answers GET or HEAD from e's spool file. http.ServeContent
-// does Range (single and multipart), If-Range and the conditional
-// headers against the ETag and Last-Modified set here. A whole GET is
+// serveGet answers GET or HEAD from e's spool file, with the ranges and
+// conditionals of every role (httpx.ServeContent). A whole GET is
 // checked against the journal's adler32 as it streams, and cut short
 // before its last bytes if the file rotted (spool.go); a file known
 // damaged is refused with 500.
@@ -90,16 +90,43 @@ func (b *Buffer) serveGet(w http.ResponseWriter, r *http.Request, e *entry) {
 		return
 	}
 	defer f.Close()
-	h := w.Header()
-	h.Set("Etag", `"`+e.etag()+`"`)
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("X-Lakefed-Buffered", "true")
-	if algos := httpx.ParseWantDigest(r.Header.Get("Want-Digest")); len(algos) > 0 {
-		if d := httpx.FormatDigest(e.info().Checksums, algos...); d != "" {
-			h.Set("Digest", d)
-		}
+	w.Header().Set("X-Lakefed-Buffered", "true")
+	if err := httpx.ServeContent(w, r, e.size, &spoolContent{b: b, e: e, f: f}); err != nil {
+		httpx.WriteError(w, http.StatusInternalServerError, "cannot read the buffered file")
 	}
-	http.ServeContent(w, r, "", e.mtime, &checkedFile{b: b, e: e, f: io.NewSectionReader(f, 0, e.size)})
+}
+
+// spoolContent is a buffered version as httpx.ServeContent reads it.
+type spoolContent struct {
+	b *Buffer
+	e *entry
+	f *os.File
+}
+
+// Describe gives the version's entity tag (strong: it names the version
+// and its adler32) and modification time.
+func (s *spoolContent) Describe([]httpx.Range) (httpx.Content, error) {
+	return httpx.Content{ETag: `"` + s.e.etag() + `"`, ModTime: s.e.mtime}, nil
+}
+
+// Digests are the sums taken as the version was written.
+func (s *spoolContent) Digests([]string) (map[string]string, error) { return s.e.info().Checksums, nil }
+
+// Prepare has nothing to do: the spool file is open.
+func (s *spoolContent) Prepare([]httpx.Range, bool) error { return nil }
+
+// WriteRange copies rg of the spool file to w; a range that is the whole
+// file is checked against the journal's adler32 on its way (spool.go).
+func (s *spoolContent) WriteRange(w io.Writer, rg httpx.Range) error {
+	var r io.Reader = io.NewSectionReader(s.f, rg.Start, rg.Length)
+	if rg.Start == 0 && rg.Length == s.e.size {
+		r = &checkedRead{c: s.b.newSumCheck(s.e, nil), r: r}
+	}
+	n, err := io.Copy(w, r)
+	if err == nil && n != rg.Length {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // serveDelete answers a DELETE of p under pre when the buffer holds p,

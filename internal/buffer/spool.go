@@ -208,27 +208,10 @@ func (r *spoolReader) Read(p []byte) (int, error) {
 func (r *spoolReader) Close() error           { return r.f.Close() }
 func (r *spoolReader) Version() endpoint.Info { return r.ver }
 
-// checkedFile is a spool file as http.ServeContent reads it: a read from
-// offset 0 to the end (a whole GET) is checked, others are not.
-type checkedFile struct {
-	b     *Buffer
-	e     *entry
-	f     io.ReadSeeker // the file's acknowledged length
-	check *sumCheck     // nil unless the reads run from offset 0
+// checkedRead is a whole read of a spool file, checked by its sumCheck.
+type checkedRead struct {
+	c *sumCheck
+	r io.Reader
 }
 
-func (c *checkedFile) Seek(off int64, whence int) (int64, error) {
-	n, err := c.f.Seek(off, whence)
-	c.check = nil
-	if err == nil && n == 0 {
-		c.check = c.b.newSumCheck(c.e, nil)
-	}
-	return n, err
-}
-
-func (c *checkedFile) Read(p []byte) (int, error) {
-	if c.check == nil {
-		return c.f.Read(p)
-	}
-	return c.check.read(c.f, p)
-}
+func (c *checkedRead) Read(p []byte) (int, error) { return c.c.read(c.r, p) }

@@ -348,7 +348,26 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 		if in.IsDir {
 			return nil, errIsDir
 		}
-		return nil, c.confirm(f, in)
+		if force && !in.Strong {
+			// no-cache asks for the origin's current bytes, and equal
+			// weak validators do not say the cached ones are those: only
+			// the origin's adler32, equal to the one recorded, does.
+			c.sumOf(ctx, f.path, &in)
+			return nil, c.confirmProven(f, in)
+		}
+		f.mu.Lock()
+		epoch := f.epoch
+		f.mu.Unlock()
+		if err := c.confirm(f, in); err != nil || in.Strong {
+			return nil, err
+		}
+		// Weak validators that stayed the same say nothing of the bytes:
+		// read one cached block again (a file replaced with its size and
+		// time kept is dropped, and read afresh).
+		if _, err := c.prove(ctx, f, epoch, 0); errors.Is(err, errChanged) {
+			return nil, err
+		}
+		return nil, nil
 	})
 	if err != nil && !errors.Is(err, errIsDir) && endpoint.Class(err) == endpoint.ErrUnavailable {
 		f.mu.Lock()
@@ -365,10 +384,39 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 
 var errIsDir = errors.New("cache: a directory")
 
+// sumOf fills in's adler32, when it has none, from the origin's
+// Checksummer; it stays empty when the origin cannot say.
+func (c *Cache) sumOf(ctx context.Context, p string, in *endpoint.Info) {
+	if in.Checksums[httpx.Adler32] != "" {
+		return
+	}
+	if sum, err := endpoint.Checksum(ctx, c.origin, p, httpx.Adler32); err == nil {
+		in.Checksums = map[string]string{httpx.Adler32: sum}
+	}
+}
+
+// confirmProven is confirm for a revalidation that must prove the blocks
+// are of the origin's current bytes (no-cache) when its validators are
+// weak: they stay only when the origin's adler32 is the one recorded for
+// them; otherwise they are dropped, and the file is read afresh.
+func (c *Cache) confirmProven(f *file, in endpoint.Info) error {
+	f.mu.Lock()
+	sum := in.Checksums[httpx.Adler32]
+	unproven := f.known && !f.gone && (sum == "" || sum != f.hdr.Adler32)
+	f.mu.Unlock()
+	if unproven {
+		c.log.Info("cache: no-cache revalidation cannot prove the cached blocks are the origin's current bytes; dropping them",
+			"path", f.path, "origin", describe(in))
+		c.drop(f)
+		return errChanged // the caller starts again with a new entry
+	}
+	return c.confirm(f, in)
+}
+
 // confirm records in as the origin's current version of f: the blocks
 // stay when they are of it, and are dropped when not.
 func (c *Cache) confirm(f *file, in endpoint.Info) error {
-	hdr := header{Path: f.path, Size: in.Size, ETag: in.ETag, Block: c.cfg.BlockSize}
+	hdr := header{Path: f.path, Size: in.Size, ETag: in.ETag, Strong: in.Strong, Block: c.cfg.BlockSize}
 	if !in.ModTime.IsZero() {
 		hdr.ModTime = in.ModTime.UnixNano()
 	}
@@ -378,7 +426,7 @@ func (c *Cache) confirm(f *file, in endpoint.Info) error {
 	if f.gone {
 		return errChanged // dropped meanwhile: the caller starts again
 	}
-	if f.known && endpoint.SameVersion(f.hdr.version(), in) && f.hdr.Size == in.Size {
+	if f.known && endpoint.SameVersion(f.hdr.version(), in) && f.hdr.Size == in.Size && f.hdr.Strong == in.Strong {
 		if f.hdr.Adler32 == "" && hdr.Adler32 != "" {
 			f.hdr.Adler32 = hdr.Adler32
 		}

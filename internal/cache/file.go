@@ -50,13 +50,18 @@ type header struct {
 	Size    int64  `json:"size"`
 	ETag    string `json:"etag,omitempty"`
 	ModTime int64  `json:"mtime,omitempty"` // unix ns
+	// Strong: the origin's version names the bytes (endpoint.Info.Strong).
+	// When not, a read of the origin is joined to the blocks on disk only
+	// once proven of the same bytes (Cache.prove). A block map written
+	// without it is weak: the cautious reading.
+	Strong  bool   `json:"strong,omitempty"`
 	Block   int64  `json:"block"`
 	Adler32 string `json:"adler32,omitempty"` // the origin's, when it gave one
 }
 
 // version is the origin's description of the file the blocks are of.
 func (h header) version() endpoint.Info {
-	in := endpoint.Info{Size: h.Size, ETag: h.ETag}
+	in := endpoint.Info{Size: h.Size, ETag: h.ETag, Strong: h.Strong}
 	if h.ModTime != 0 {
 		in.ModTime = time.Unix(0, h.ModTime)
 	}

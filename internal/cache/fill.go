@@ -150,6 +150,10 @@ func (c *Cache) fill(r *run) {
 	bp := c.bufs.Get().(*[]byte)
 	defer c.bufs.Put(bp)
 	var rc io.ReadCloser
+	// proven: the bytes rc reads are those of the blocks on disk, because
+	// the origin's versions are strong, or a block was read again and
+	// matched (prove), or rc's blocks are the first of the epoch.
+	var proven bool
 	defer func() {
 		if rc != nil {
 			rc.Close()
@@ -159,22 +163,9 @@ func (c *Cache) fill(r *run) {
 		if rc == nil {
 			off := next * hdr.Block
 			end := min(hdr.Size, (r.last+1)*hdr.Block)
-			octx, cancel := context.WithCancelCause(c.ctx)
-			// The open is bounded too: a stopped server accepts the
-			// connection and never answers.
-			ot := time.AfterFunc(c.cfg.OriginIdleTimeout, func() { cancel(errOriginIdle) })
-			rc, err = c.openOrigin(octx, f.path, hdr, off, end-off)
-			ot.Stop()
-			if err != nil && errors.Is(context.Cause(octx), errOriginIdle) {
-				err = fmt.Errorf("%w: %w", errOriginIdle, err)
-			}
+			rc, proven, err = c.openWatched(f.path, hdr, off, end-off)
 			if err != nil && !errors.Is(err, errChanged) {
 				c.log.Warn("cache: cannot open the origin; retrying", "path", f.path, "offset", off, "err", err)
-			}
-			if err == nil {
-				rc = newIdleReader(rc, c.cfg.OriginIdleTimeout, cancel)
-			} else {
-				cancel(nil)
 			}
 			if errors.Is(err, errChanged) {
 				c.changed(f, r.epoch)
@@ -214,6 +205,23 @@ func (c *Cache) fill(r *run) {
 		}
 		c.m.originBytes.Add(float64(len(b)))
 		f.mu.Lock()
+		if !proven && f.epoch == r.epoch && f.present > 0 {
+			// Blocks of another read are on disk, and nothing says this
+			// one is of the same bytes (weak validators, a restarted
+			// server): prove it before any of its blocks joins them.
+			f.mu.Unlock()
+			if _, perr := c.prove(c.ctx, f, r.epoch, next); perr != nil {
+				if !errors.Is(perr, errChanged) {
+					perr = fmt.Errorf("%w: %w", errFillFailed, perr)
+				}
+				err = perr
+				return
+			}
+			f.mu.Lock()
+		}
+		// Proven, or the first blocks of the epoch: the others are
+		// proven against these.
+		proven = true
 		if f.epoch == r.epoch && !f.gone && !f.have[next] {
 			if aerr := f.appendLocked(uint32(next), crc); aerr == nil {
 				f.have[next], f.crcs[next] = true, crc
@@ -239,22 +247,119 @@ func (c *Cache) fill(r *run) {
 }
 
 // openOrigin opens n bytes of p at off on the origin and checks that the
-// reader is of the version hdr describes; errChanged when not.
-func (c *Cache) openOrigin(ctx context.Context, p string, hdr header, off, n int64) (io.ReadCloser, error) {
-	rc, err := c.origin.Open(ctx, p, off, n)
+// reader is of the version hdr describes; errChanged when not. proven
+// says the reader proves it reads the bytes of that version
+// (endpoint.SameBytes: strong validators, equal); when not, a caller
+// that joins its bytes to blocks on disk proves it first (prove).
+func (c *Cache) openOrigin(ctx context.Context, p string, hdr header, off, n int64) (rc io.ReadCloser, proven bool, err error) {
+	rc, err = c.origin.Open(ctx, p, off, n)
 	if err != nil {
 		if endpoint.Class(err) == endpoint.ErrNotFound {
-			return nil, fmt.Errorf("%w: %w", errChanged, err)
+			return nil, false, fmt.Errorf("%w: %w", errChanged, err)
 		}
-		return nil, err
+		return nil, false, err
 	}
-	if ver, ok := endpoint.VersionOf(rc); ok {
-		if !endpoint.SameVersion(hdr.version(), ver) {
-			rc.Close()
-			return nil, fmt.Errorf("%w: cached as %s, origin now %s", errChanged, describe(hdr.version()), describe(ver))
+	ver, ok := endpoint.VersionOf(rc)
+	if ok && !endpoint.SameVersion(hdr.version(), ver) {
+		rc.Close()
+		return nil, false, fmt.Errorf("%w: cached as %s, origin now %s", errChanged, describe(hdr.version()), describe(ver))
+	}
+	return rc, ok && endpoint.SameBytes(hdr.version(), ver), nil
+}
+
+// openWatched is openOrigin for the cache's own reads: the open is
+// bounded by OriginIdleTimeout (a stopped server accepts the connection
+// and never answers), and so is each read of the reader it returns.
+func (c *Cache) openWatched(p string, hdr header, off, n int64) (io.ReadCloser, bool, error) {
+	octx, cancel := context.WithCancelCause(c.ctx)
+	ot := time.AfterFunc(c.cfg.OriginIdleTimeout, func() { cancel(errOriginIdle) })
+	rc, proven, err := c.openOrigin(octx, p, hdr, off, n)
+	ot.Stop()
+	if err != nil {
+		if errors.Is(context.Cause(octx), errOriginIdle) {
+			err = fmt.Errorf("%w: %w", errOriginIdle, err)
+		}
+		cancel(nil)
+		return nil, false, err
+	}
+	return newIdleReader(rc, c.cfg.OriginIdleTimeout, cancel), proven, nil
+}
+
+// prove checks that the origin still holds the bytes of the blocks of
+// f's epoch on disk, for a read of it that cannot say so itself (weak
+// validators: nginx's ETag is the modification time and the size, which
+// a file replaced with its time kept shares). It reads the block on
+// disk nearest to block near again, in a read opened after the one to
+// prove, and compares its CRC-32C: a file replaced before that read was
+// opened differs there. It returns nil when the block matched, or when
+// no block is on disk (nothing to join), and errChanged, the epoch
+// dropped, when it did not; compared says whether a block was read.
+//
+// One block is a sample: a new version that differs from the old only
+// outside it is not caught here (a complete file still is, by the
+// origin's adler32, when the origin gives one).
+func (c *Cache) prove(ctx context.Context, f *file, epoch uint64, near int64) (compared bool, err error) {
+	f.mu.Lock()
+	if f.epoch != epoch || f.gone {
+		f.mu.Unlock()
+		return false, errChanged
+	}
+	i := nearestPresent(f.have, near)
+	if i < 0 {
+		f.mu.Unlock()
+		return false, nil
+	}
+	hdr, want := f.hdr, f.crcs[i]
+	f.mu.Unlock()
+	c.m.probes.Inc()
+	bp := c.bufs.Get().(*[]byte)
+	defer c.bufs.Put(bp)
+	b := (*bp)[:hdr.blockLen(i)]
+	rc, _, err := c.openWatched(f.path, hdr, i*hdr.Block, int64(len(b)))
+	if err == nil {
+		_, err = io.ReadFull(ctxReader{ctx, rc}, b)
+		rc.Close()
+	}
+	if errors.Is(err, errChanged) {
+		c.changed(f, epoch)
+		return false, err
+	}
+	if err != nil {
+		return false, fmt.Errorf("cache: %s: reading block %d again to prove the origin unchanged: %w", f.path, i, err)
+	}
+	if crc32.Checksum(b, castagnoli) != want {
+		c.log.Info("cache: origin file replaced under the same validators; dropping its blocks", "path", f.path, "block", i)
+		c.changed(f, epoch)
+		return true, fmt.Errorf("%w: block %d is not the one on disk", errChanged, i)
+	}
+	return true, nil
+}
+
+// nearestPresent is the index of the present block nearest to i, below
+// it first; -1 when none is.
+func nearestPresent(have []bool, i int64) int64 {
+	for d := int64(0); i-d >= 0 || i+d < int64(len(have)); d++ {
+		if j := i - d; j >= 0 && j < int64(len(have)) && have[j] {
+			return j
+		}
+		if j := i + d; j >= 0 && j < int64(len(have)) && have[j] {
+			return j
 		}
 	}
-	return rc, nil
+	return -1
+}
+
+// ctxReader stops a read when ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // changed handles an origin file found changed by a fill: the blocks of

@@ -28,6 +28,7 @@ type metrics struct {
 	verified       prometheus.Counter
 	unverified     prometheus.Counter
 	fillsRefused   prometheus.Counter
+	probes         prometheus.Counter
 	diskErrors     prometheus.Counter
 	bytes, inodes  prometheus.Gauge
 	files          prometheus.Gauge
@@ -60,6 +61,7 @@ func newMetrics() *metrics {
 		verified:      c("verified_files_total", "Complete files checked against the origin's adler32."),
 		unverified:    c("unverified_files_total", "Complete files the origin gave no adler32 for (blocks still checked by CRC-32C)."),
 		fillsRefused:  c("fills_refused_total", "Fills not started because every fill slot was taken (back pressure)."),
+		probes:        c("continuity_probes_total", "Blocks read again from an origin whose validators are weak, to prove that a new read of it is of the version on disk."),
 		diskErrors:    c("disk_errors_total", "Block writes the disk refused (full, I/O error)."),
 		bytes:         g("bytes", "Bytes of blocks on disk."),
 		inodes:        g("inodes", "Files on disk (two per cached file)."),
@@ -67,7 +69,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.hitBytes, m.missBytes, m.originBytes, m.bypassBytes, m.peerBytes, m.prefetchUsed,
 		m.prefetchWasted, m.evictions, m.revalidations, m.changed, m.staleServes, m.corruptBlocks,
-		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.diskErrors, m.bytes, m.inodes, m.files)
+		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.probes, m.diskErrors, m.bytes, m.inodes, m.files)
 	return m
 }
 

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"os"
 	"slices"
 	"strconv"
@@ -267,113 +265,84 @@ func entityTag(hdr header) string {
 // a failure aborts the response (the client must see a broken transfer,
 // never a short body that looks whole).
 func (c *Cache) answer(w http.ResponseWriter, r *http.Request, f *file, d *os.File, hdr header, epoch uint64, onlyIfCached bool) error {
-	h := w.Header()
-	size := hdr.Size
-	etag := entityTag(hdr)
-	var mtime time.Time
-	if hdr.ModTime != 0 {
-		mtime = time.Unix(0, hdr.ModTime)
-		h.Set("Last-Modified", mtime.UTC().Format(http.TimeFormat))
-	}
-	h.Set("Accept-Ranges", "bytes")
-	h.Set("Etag", etag)
-	if code := httpx.CheckPreconditions(r.Header, r.Method, etag, mtime, true); code != 0 {
-		if code == http.StatusNotModified {
-			w.WriteHeader(code)
-		} else {
-			httpx.WriteError(w, code, "lakefed cache: precondition failed")
-		}
-		return nil
-	}
-	ranges, err := httpx.ParseRange(r.Header.Get("Range"), size)
+	src := &source{c: c, f: f, hdr: hdr, epoch: epoch, onlyIfCached: onlyIfCached,
+		rd: &rangeReader{c: c, f: f, d: d, hdr: hdr, epoch: epoch, ctx: r.Context()}}
+	defer src.rd.close()
+	err := httpx.ServeContent(w, r, hdr.Size, src)
 	switch {
-	case errors.Is(err, httpx.ErrUnsatisfiable):
-		h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
-		httpx.WriteError(w, http.StatusRequestedRangeNotSatisfiable, "range not satisfiable")
-		return nil
-	case err != nil:
-		ranges = nil // a malformed Range is ignored (RFC 9110 §14.2)
-	}
-	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !httpx.IfRangeMatches(ir, etag, h.Get("Last-Modified")) {
-		ranges = nil
-	}
-	whole := len(ranges) == 0
-	if whole {
-		ranges = []httpx.Range{{Start: 0, Length: size}}
-	}
-	if onlyIfCached && !c.allCached(f, epoch, ranges) {
+	case err == nil:
+	case errors.Is(err, errChanged):
+		return errChanged
+	case errors.Is(err, errNotCached):
 		httpx.WriteError(w, http.StatusGatewayTimeout, "lakefed cache: not all of the bytes asked for are cached (only-if-cached)")
-		return nil
-	}
-	if r.Method == http.MethodHead {
-		if wd := r.Header.Values("Want-Digest"); len(wd) > 0 && hdr.Adler32 != "" {
-			if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
-				if dg := httpx.FormatDigest(map[string]string{httpx.Adler32: hdr.Adler32}, algos...); dg != "" {
-					h.Set("Digest", dg)
-				}
-			}
-		}
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusOK)
-		return nil
-	}
-	seq := c.record(f, ranges)
-	rd := &rangeReader{c: c, f: f, d: d, hdr: hdr, epoch: epoch, ctx: r.Context(), seq: seq}
-	defer rd.close()
-	// The status waits for the first bytes: they confirm (Versioned)
-	// that the origin still has the version described, before a 200
-	// promises its length.
-	if size > 0 {
-		if err := rd.prepare(ranges[0]); err != nil {
-			if errors.Is(err, errChanged) {
-				return errChanged
-			}
-			c.writeErr(w, r, f.path, err)
-			return nil
-		}
-	}
-	switch {
-	case whole:
-		if wd := r.Header.Values("Want-Digest"); len(wd) > 0 && hdr.Adler32 != "" {
-			if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
-				if dg := httpx.FormatDigest(map[string]string{httpx.Adler32: hdr.Adler32}, algos...); dg != "" {
-					h.Set("Digest", dg)
-				}
-			}
-		}
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusOK)
-		if size > 0 && rd.copy(w, ranges[0]) != nil {
-			panic(http.ErrAbortHandler)
-		}
-	case len(ranges) == 1:
-		rg := ranges[0]
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Range", rg.ContentRange(size))
-		h.Set("Content-Length", strconv.FormatInt(rg.Length, 10))
-		w.WriteHeader(http.StatusPartialContent)
-		if rd.copy(w, rg) != nil {
-			panic(http.ErrAbortHandler)
-		}
 	default:
-		mw := multipart.NewWriter(w)
-		h.Set("Content-Type", "multipart/byteranges; boundary="+mw.Boundary())
-		w.WriteHeader(http.StatusPartialContent)
-		for _, rg := range ranges {
-			pw, err := mw.CreatePart(textproto.MIMEHeader{
-				"Content-Type":  {"application/octet-stream"},
-				"Content-Range": {rg.ContentRange(size)},
-			})
-			if err != nil || rd.copy(pw, rg) != nil {
-				panic(http.ErrAbortHandler)
-			}
-		}
-		_ = mw.Close()
+		c.writeErr(w, r, f.path, err)
 	}
 	return nil
 }
+
+// errNotCached: only-if-cached, and some of the bytes asked for are not
+// on disk.
+var errNotCached = errors.New("cache: not cached")
+
+// source is one epoch of a cached file as httpx.ServeContent reads it.
+type source struct {
+	c            *Cache
+	f            *file
+	hdr          header
+	epoch        uint64
+	onlyIfCached bool
+	rd           *rangeReader
+}
+
+// Describe gives the origin's validators for the version cached, weak
+// when the origin's are.
+func (s *source) Describe([]httpx.Range) (httpx.Content, error) {
+	ct := httpx.Content{ETag: entityTag(s.hdr), Weak: !s.hdr.Strong}
+	if s.hdr.ModTime != 0 {
+		ct.ModTime = time.Unix(0, s.hdr.ModTime)
+	}
+	return ct, nil
+}
+
+// Digests is the origin's adler32, when it gave one.
+func (s *source) Digests([]string) (map[string]string, error) {
+	if s.hdr.Adler32 == "" {
+		return nil, nil
+	}
+	return map[string]string{httpx.Adler32: s.hdr.Adler32}, nil
+}
+
+// Prepare refuses what only-if-cached cannot answer from disk, and makes
+// the first block ready: the status waits for it, because a fill
+// confirms (Versioned) that the origin still has the version described
+// before a 200 promises its length.
+func (s *source) Prepare(send []httpx.Range, head bool) error {
+	if s.onlyIfCached && !s.c.allCached(s.f, s.epoch, send) {
+		return errNotCached
+	}
+	if head {
+		return nil
+	}
+	if !s.hdr.Strong {
+		if i, ok := s.c.firstMissing(s.f, s.epoch, send); ok {
+			// Blocks will be fetched to go with blocks on disk, and the
+			// origin's validators cannot say whether its file is still
+			// the one they came from: read one again before promising
+			// a status (a file replaced is served whole, new, on the
+			// next try, never spliced). The fills prove their own reads
+			// too.
+			if _, err := s.c.prove(s.rd.ctx, s.f, s.epoch, i); err != nil {
+				return err
+			}
+		}
+	}
+	s.rd.seq = s.c.record(s.f, send)
+	return s.rd.prepare(send[0])
+}
+
+// WriteRange copies rg from the blocks, fetching those missing.
+func (s *source) WriteRange(w io.Writer, rg httpx.Range) error { return s.rd.copy(w, rg) }
 
 // record adds a request's ranges to the file's access pattern and
 // reports whether the reader reads sequentially (it starts where its
@@ -411,6 +380,27 @@ func (c *Cache) allCached(f *file, epoch uint64, ranges []httpx.Range) bool {
 	return true
 }
 
+// firstMissing returns the first block of ranges not on disk, and false
+// when every one is (or the epoch is gone).
+func (c *Cache) firstMissing(f *file, epoch uint64, ranges []httpx.Range) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.epoch != epoch || f.present == 0 {
+		return 0, false
+	}
+	for _, rg := range ranges {
+		if rg.Length == 0 {
+			continue
+		}
+		for i := rg.Start / f.hdr.Block; i <= (rg.Start+rg.Length-1)/f.hdr.Block; i++ {
+			if !f.have[i] {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // rangeReader copies ranges of one epoch of a file to a client: blocks
 // from RAM or disk, checked, and fetched first when missing; or, under
 // back pressure, the rest of a range straight from the origin.
@@ -423,9 +413,11 @@ type rangeReader struct {
 	ctx   context.Context
 	seq   bool
 	bp    *[]byte
-	// origin is the uncached stream of a bypassed range, and its offset.
+	// origin is the uncached stream of a bypassed range, and its offset;
+	// streamed says the answer used one already.
 	origin    io.ReadCloser
 	originOff int64
+	streamed  bool
 }
 
 func (rd *rangeReader) close() {
@@ -479,14 +471,26 @@ func (rd *rangeReader) openOrigin(off, end int64) error {
 		rd.origin.Close()
 		rd.origin = nil
 	}
-	rc, err := rd.c.openOrigin(rd.ctx, rd.f.path, rd.hdr, off, end-off)
+	rc, proven, err := rd.c.openOrigin(rd.ctx, rd.f.path, rd.hdr, off, end-off)
 	if err != nil {
 		if errors.Is(err, errChanged) {
 			rd.c.changed(rd.f, rd.epoch)
 		}
 		return err
 	}
-	rd.origin, rd.originOff = rc, off
+	if !proven {
+		// Its bytes join, in one answer, blocks on disk or an earlier
+		// stream: prove it of their version first.
+		compared, err := rd.c.prove(rd.ctx, rd.f, rd.epoch, off/rd.hdr.Block)
+		if err == nil && !compared && rd.streamed {
+			err = fmt.Errorf("cache: %s: a second origin read in one answer, and no block on disk to prove it of the first one's version: %w", rd.f.path, endpoint.ErrUnavailable)
+		}
+		if err != nil {
+			rc.Close()
+			return err
+		}
+	}
+	rd.origin, rd.originOff, rd.streamed = rc, off, true
 	return nil
 }
 

@@ -71,6 +71,20 @@ type Info struct {
 	IsDir   bool
 	// ETag is the server's entity tag, without quotes, or "".
 	ETag string
+	// Strong says the version named by Size, ModTime and ETag names the
+	// bytes: two reads of the path whose versions are equal (SameBytes)
+	// read the same bytes. A kind sets it only when it knows how its
+	// server makes the tag: from the content (S3's MD5), or from more
+	// than the modification time and the size (the storage role's inode
+	// and ctime, a local file's fstat). It is false (weak) for a W/ tag,
+	// for a tag of the modification time and size only, which stays the
+	// same when a file is replaced by one of the same size with its time
+	// kept (cp -p, touch -r, an rsync restore; nginx's "hex-hex", RFC
+	// 9110 §8.8.1), for no tag at all (root://), and for a server the
+	// kind cannot vouch for. Bytes of two reads of a weak version are
+	// joined only after something else proved them one file: a checksum,
+	// or bytes read again and compared.
+	Strong bool
 	// Checksums maps a lower-case algorithm name ("adler32", "md5",
 	// "crc32c") to its value in the field's usual form: 8 lower-case hex
 	// digits for adler32 and crc32c, 32 for md5. Nil when none are known.
@@ -261,6 +275,44 @@ func SameVersion(want, got Info) bool {
 		return false
 	}
 	return true
+}
+
+// SameBytes reports whether got, what an opened reader says of its file,
+// proves that it reads the bytes want described: both are strong (see
+// Info.Strong) and the same version, ETag included.
+func SameBytes(want, got Info) bool {
+	return want.Strong && got.Strong && want.ETag != "" && got.ETag == want.ETag && SameVersion(want, got)
+}
+
+// Validators is what an endpoint's versions are worth (Info.Strong), for
+// the status pages: which endpoints can be resumed on and cached from
+// without a proof by checksum.
+type Validators string
+
+const (
+	// ValidatorsUnknown: the endpoint has not described a file yet.
+	ValidatorsUnknown Validators = "unknown"
+	// ValidatorsStrong: its versions name the bytes.
+	ValidatorsStrong Validators = "strong"
+	// ValidatorsWeak: a file can change and keep its version; joining
+	// two reads needs a checksum.
+	ValidatorsWeak Validators = "weak"
+)
+
+// ValidatorReporter is implemented by kinds that know what their
+// endpoint's versions are worth: by kind (S3, posix, root://) or from
+// the answers seen (an HTTP server).
+type ValidatorReporter interface {
+	Validators() Validators
+}
+
+// ValidatorsOf returns what ep's versions are worth; ValidatorsUnknown
+// when its kind does not say.
+func ValidatorsOf(ep Endpoint) Validators {
+	if v, ok := ep.(ValidatorReporter); ok {
+		return v.Validators()
+	}
+	return ValidatorsUnknown
 }
 
 // RedirectURL returns ep's redirect URL for path, or ErrUnsupported when the

@@ -30,6 +30,13 @@ type EndpointStatus struct {
 	Since     time.Time `json:"since,omitzero"` // last state change
 	Requests  uint64    `json:"requests"`
 	Errors    uint64    `json:"errors"`
+	// Validators is what the endpoint's versions are worth:
+	// "strong" (an equal ETag means the same bytes), "weak" (a file
+	// replaced with its size and time kept keeps its ETag, as nginx's
+	// and root:// ones do: a proxied read that breaks is resumed on it
+	// only when a checksum proves the bytes the same, else it aborts),
+	// or "unknown" (an HTTP server not yet asked about a file).
+	Validators endpoint.Validators `json:"validators"`
 }
 
 // Endpoints returns the state of every endpoint, in config order.
@@ -42,6 +49,7 @@ func (f *Federator) Endpoints() []EndpointStatus {
 			Mode: "redirect", Writable: m.writable, State: "up",
 			LatencyMS: float64(m.h.Latency()) / float64(time.Millisecond),
 			LastError: m.lastErr(), Requests: m.h.requests.Load(), Errors: m.h.errors.Load(),
+			Validators: endpoint.ValidatorsOf(m.ep),
 		}
 		if m.proxy {
 			st.Mode = "proxy"

@@ -45,6 +45,12 @@ type fakeEP struct {
 	onBreak                             atomic.Pointer[func()] // run once when a reader breaks (failAfter)
 	gate                                atomic.Pointer[chan struct{}]
 	openGate                            atomic.Pointer[chan struct{}]
+	// weak: versions as nginx makes them, of the size and a time only
+	// (not Strong, and the same for any bytes of that size); noSums: no
+	// checksums either.
+	weak, noSums atomic.Bool
+	// afterOpen runs once, when an Open has taken the bytes it reads.
+	afterOpen atomic.Pointer[func()]
 }
 
 type fakeRedirecter struct{ *fakeEP }
@@ -125,7 +131,7 @@ func (f *fakeEP) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d, ok := f.files[p]; ok {
-		return fakeInfo(p, d), nil
+		return f.info(p, d), nil
 	}
 	if f.dirs[p] {
 		return endpoint.Info{Name: path.Base(p), IsDir: true}, nil
@@ -171,7 +177,7 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 	if !ok {
 		return nil, fmt.Errorf("fake %s: open %q: %w", f.name, p, endpoint.ErrNotFound)
 	}
-	ver := fakeInfo(p, d)
+	ver := f.info(p, d)
 	ver.Checksums = nil
 	if off > int64(len(d)) {
 		return nil, fmt.Errorf("fake %s: offset past end: %w", f.name, endpoint.ErrRefused)
@@ -181,6 +187,9 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 		d = d[:n]
 	}
 	var r io.Reader = bytes.NewReader(d)
+	if fn := f.afterOpen.Swap(nil); fn != nil {
+		(*fn)()
+	}
 	if fa := f.failAfter.Load(); fa > 0 {
 		// The byte budget counts from the file's start: a failover that
 		// comes back here past it fails at once.
@@ -194,13 +203,27 @@ func (f *fakeEP) Open(ctx context.Context, p string, off, n int64) (io.ReadClose
 	return fakeReader{io.NopCloser(r), ver}, nil
 }
 
+// info describes content d as the fake's server does: fakeInfo, made
+// weak or without checksums as asked.
+func (f *fakeEP) info(p string, d []byte) endpoint.Info {
+	in := fakeInfo(p, d)
+	if f.weak.Load() {
+		in.ETag, in.Strong = fmt.Sprintf("%x-%x", in.ModTime.Unix(), in.Size), false
+	}
+	if f.noSums.Load() {
+		in.Checksums = nil
+	}
+	return in
+}
+
 // fakeInfo describes content d as a server would: its ETag is the
 // content's adler32 with the size, so replicas of the same bytes share
 // it and different bytes of one size do not.
 func fakeInfo(p string, d []byte) endpoint.Info {
 	sums, _, _ := httpx.Sums(bytes.NewReader(d), httpx.Adler32)
+	// The tag holds the adler32: it changes with the bytes (strong).
 	return endpoint.Info{Name: path.Base(p), Size: int64(len(d)), ModTime: time.Unix(1700000000, 0),
-		ETag: fmt.Sprintf("%x-%s", len(d), sums[httpx.Adler32]), Checksums: sums}
+		ETag: fmt.Sprintf("%x-%s", len(d), sums[httpx.Adler32]), Strong: true, Checksums: sums}
 }
 
 // fakeReader is what the fake's Open returns: it says which version of

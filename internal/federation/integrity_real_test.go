@@ -2,6 +2,7 @@ package federation
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -320,5 +322,112 @@ func (fz *freezer) thaw() {
 	if fz.frozen != nil {
 		close(fz.frozen)
 		fz.frozen = nil
+	}
+}
+
+// replaceKeepingTime prepares, beside name in dir, a file of data with
+// name's modification time, and returns the rename that puts it in
+// place: as cp -p, touch -r or an rsync restore leave a replaced file,
+// with the size and time (so nginx's ETag and Last-Modified) of the old.
+func replaceKeepingTime(t *testing.T, dir, name string, data []byte) func() {
+	t.Helper()
+	old := filepath.Join(dir, name)
+	st, err := os.Stat(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "."+name+".new")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := os.Rename(tmp, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The one nginx serving a proxied read is killed mid-transfer (kill -9)
+// and comes back with the file replaced by one of the same size and
+// time. Its ETag is the same (modification second and size), and nginx
+// offers no checksum, so nothing proves the restarted server holds the
+// bytes already sent: the federator must not resume at the offset
+// reached. The answer breaks; what arrived is a prefix of the first file.
+func TestRealWeakReplicaRestartedNeverSpliced(t *testing.T) {
+	ng := testenv.StartNginx(t)
+	const size = 256 << 20 // more than loopback buffers hold (see replicaPair)
+	va, vb := randData(size, 41), randData(size, 42)
+	if err := os.WriteFile(filepath.Join(ng.Dir, "f"), va, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replace := replaceKeepingTime(t, ng.Dir, "f", vb)
+	// The idle timeout is how long a broken read retries the same
+	// replica: long enough for the restart below.
+	tf := startFed(t, cfgYAML("mode: proxy\nproxy_idle_timeout: 20s\n"+slowHealth,
+		fmt.Sprintf("name: ng\nurl: %s\ntimeout: 2s", ng.URL)))
+	resp, err := slowClient.Get(tf.srv.URL + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Etag") == "" {
+		t.Fatalf("GET = %d, ETag %q", resp.StatusCode, resp.Header.Get("Etag"))
+	}
+	head := make([]byte, 1<<20)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	ng.Kill()
+	replace()
+	ng.Restart(t)
+	probe, err := http.Head(ng.URL + "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Body.Close()
+	if probe.Header.Get("Etag") != resp.Header.Get("Etag") {
+		t.Fatalf("nginx's ETag changed (%s, was %s): the test does not test a replacement under the same validators",
+			probe.Header.Get("Etag"), resp.Header.Get("Etag"))
+	}
+	rest, err := io.ReadAll(resp.Body)
+	got := append(head, rest...)
+	if !bytes.Equal(got, va[:min(len(got), len(va))]) {
+		t.Fatalf("%d bytes received are not a prefix of the file first served: the federator resumed on the replaced file (spliced)", len(got))
+	}
+	if err == nil {
+		t.Fatalf("read all %d bytes without error, but the server died before sending them and nothing proves it came back with the same file", len(got))
+	}
+}
+
+// /api/endpoints says which endpoints have weak validators: nginx (its
+// ETag is the modification second and the size), not a storage role
+// (its ETag holds the inode and the ctime).
+func TestRealEndpointsShowValidators(t *testing.T) {
+	site := startSite(t, "st")
+	site.write(t, "/a", randData(1000, 43))
+	ng := testenv.StartNginx(t)
+	if err := os.WriteFile(filepath.Join(ng.Dir, "b"), randData(1000, 44), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf := startFed(t, cfgYAML("mode: proxy\n"+slowHealth,
+		"name: st\nurl: "+site.url(), "name: ng\nurl: "+ng.URL))
+	for _, p := range []string{"/a", "/b"} {
+		if resp, body, err := tf.get(t, p, nil); err != nil || resp.StatusCode != 200 || len(body) != 1000 {
+			t.Fatalf("GET %s = %d, %d bytes, %v", p, resp.StatusCode, len(body), err)
+		}
+	}
+	resp, body := tf.do(t, "GET", "/api/endpoints", nil, nil)
+	var got []EndpointStatus
+	if err := json.Unmarshal([]byte(body), &got); resp.StatusCode != 200 || err != nil {
+		t.Fatalf("GET /api/endpoints = %d, %v: %s", resp.StatusCode, err, body)
+	}
+	want := map[string]endpoint.Validators{"st": endpoint.ValidatorsStrong, "ng": endpoint.ValidatorsWeak}
+	for _, e := range got {
+		if e.Validators != want[e.Name] {
+			t.Errorf("/api/endpoints: %s validators %q, want %q", e.Name, e.Validators, want[e.Name])
+		}
 	}
 }

@@ -3,8 +3,11 @@ package federation
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"testing"
@@ -264,8 +267,117 @@ func TestProxyRetriesSameReplica(t *testing.T) {
 	})
 }
 
-// Range amplification: a hundred overlapping ranges of a 1 MB file get
-// the file once (or 416), never a hundred copies of it.
+// A lone replica with weak validators (nginx's kind: the same ETag for
+// any file of the same size and time) breaks mid-transfer and comes back.
+// The read resumes on it only when its adler32, asked when the answer
+// began and again after the new read opened, is the same; otherwise (a
+// file replaced with its size and time kept, or no checksum to tell) the
+// answer breaks, with a prefix of the first file.
+func TestProxyWeakReplicaResume(t *testing.T) {
+	data := randData(1<<20, 14)
+	for _, tc := range []struct {
+		name             string
+		replaced, noSums bool
+		// early: the file is replaced just after the first read opened,
+		// before its adler32 was asked after the open: that one is then
+		// the new file's, the same as the one the new read gives.
+		early bool
+		whole bool
+	}{
+		{"back, adler32 the same", false, false, false, true},
+		{"replaced, adler32 differs", true, false, false, false},
+		{"back, no checksum", false, true, false, false},
+		{"replaced, no checksum", true, true, false, false},
+		{"replaced just after the open", false, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newFake("ra", false)
+			a.weak.Store(true)
+			a.noSums.Store(tc.noSums)
+			a.put("/f", data)
+			tf := startFed(t, cfgYAML("mode: proxy\nproxy_idle_timeout: 2s\n"+slowHealth, ep("ra")), a)
+			if _, _, err := tf.get(t, "/f", http.Header{"Range": {"bytes=0-0"}}); err != nil {
+				t.Fatal(err) // the look-up, with the adler32 of the first file
+			}
+			if tc.early {
+				early := func() { a.put("/f", randData(1<<20, 15)) }
+				a.afterOpen.Store(&early)
+			}
+			a.failAfter.Store(500_000)
+			back := func() {
+				if tc.replaced {
+					a.put("/f", randData(1<<20, 15))
+				}
+				a.failAfter.Store(0)
+			}
+			a.onBreak.Store(&back)
+			resp, body, err := tf.get(t, "/f", nil)
+			if resp.StatusCode != 200 || !bytes.Equal(body, data[:min(len(body), len(data))]) {
+				t.Fatalf("GET = %d, %d bytes: not a prefix of the first file (spliced)", resp.StatusCode, len(body))
+			}
+			if tc.whole && (err != nil || len(body) != len(data)) {
+				t.Fatalf("GET: %d bytes, %v; want the file whole, its adler32 proves the replica unchanged", len(body), err)
+			}
+			if !tc.whole && err == nil {
+				t.Fatalf("GET: %d bytes without error; want a broken answer, nothing proves the replica unchanged", len(body))
+			}
+		})
+	}
+}
+
+// A multi-range answer is one read of a replica whose validators are
+// weak, its parts in ascending order (nothing could prove two reads of
+// it the same file); a replica whose validators are strong is read range
+// by range, in the order asked.
+func TestProxyWeakMultiRangeOneRead(t *testing.T) {
+	data := randData(10_000, 16)
+	for _, weak := range []bool{false, true} {
+		t.Run(fmt.Sprintf("weak=%v", weak), func(t *testing.T) {
+			a := newFake("ra", false)
+			a.weak.Store(weak)
+			a.put("/f", data)
+			tf := startFed(t, cfgYAML("mode: proxy\n"+slowHealth, ep("ra")), a)
+			before := a.opens.Load()
+			resp, body, err := tf.get(t, "/f", http.Header{"Range": {"bytes=5000-5099,0-9,100-199"}})
+			if err != nil || resp.StatusCode != 206 {
+				t.Fatalf("GET = %d, %v", resp.StatusCode, err)
+			}
+			_, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mr := multipart.NewReader(strings.NewReader(string(body)), params["boundary"])
+			var order []string
+			for {
+				part, err := mr.NextPart()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := io.ReadAll(part)
+				cr := part.Header.Get("Content-Range")
+				first, last, _, _ := httpx.ParseContentRange(cr)
+				if !bytes.Equal(got, data[first:last+1]) {
+					t.Errorf("part %s holds other bytes", cr)
+				}
+				order = append(order, cr)
+			}
+			want, opens := "[bytes 5000-5099/10000 bytes 0-9/10000 bytes 100-199/10000]", int64(3)
+			if weak {
+				want, opens = "[bytes 0-9/10000 bytes 100-199/10000 bytes 5000-5099/10000]", 1
+			}
+			if fmt.Sprint(order) != want || a.opens.Load()-before != opens {
+				t.Errorf("parts %v in %d reads; want %s in %d", order, a.opens.Load()-before, want, opens)
+			}
+		})
+	}
+}
+
+// Range amplification: a hundred overlapping ranges of a 1 MB file are
+// refused with 416, as the storage role refuses them (httpx.ServeContent),
+// never a hundred copies of it.
 func TestProxyRangeAmplification(t *testing.T) {
 	data := randData(1_000_000, 12)
 	a := newFake("ra", false)
@@ -281,8 +393,8 @@ func TestProxyRangeAmplification(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GET: %v", err)
 		}
-		if len(body) > 2*len(data) {
-			t.Errorf("Range %.30q...: %d, %d bytes for a %d-byte file", spec, resp.StatusCode, len(body), len(data))
+		if resp.StatusCode != 416 || len(body) > 2*len(data) {
+			t.Errorf("Range %.30q...: %d, %d bytes for a %d-byte file; want 416", spec, resp.StatusCode, len(body), len(data))
 		}
 		if n := a.opens.Load() - before; n > 2 {
 			t.Errorf("Range %.30q...: %d replica reads", spec, n)

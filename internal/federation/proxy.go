@@ -1,15 +1,12 @@
 package federation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
-	"net/http"
-	"net/textproto"
-	"strconv"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,10 +38,11 @@ var errIdle = errors.New("no bytes within the proxy idle timeout")
 //   - ETag, Last-Modified and Digest are those of the replica served, and
 //     the conditionals (RFC 9110 §13) are evaluated against it.
 //   - Mid-stream, the read moves only to a replica proven by a checksum to
-//     hold the same bytes (sameBytes); with none left it retries the same replica at
-//     the same offset for up to proxy_idle_timeout, and then aborts the
-//     response, so the client sees a broken transfer, never a splice of
-//     two files.
+//     hold the same bytes (sameBytes); with none left it retries the same
+//     replica at the same offset for up to proxy_idle_timeout, when its
+//     validators are strong or a checksum proves it unchanged (see
+//     failoverReader), and then aborts the response, so the client sees a
+//     broken transfer, never a splice of two files.
 //   - A replica silent for proxy_idle_timeout is left like a failed one.
 func (f *Federator) proxy(rq *request, rk []ranked, fresh bool) error {
 	w, r, s, p := rq.w, rq.r, rq.s, rq.p
@@ -55,121 +53,88 @@ func (f *Federator) proxy(rq *request, rk []ranked, fresh bool) error {
 			reps = append(reps, x.r)
 		}
 	}
-	h := w.Header()
-	h.Del("Link")
-	ranges, err := httpx.ParseRange(r.Header.Get("Range"), size)
-	switch {
-	case errors.Is(err, httpx.ErrUnsatisfiable):
-		// Known from the metadata alone; the size is confirmed below
-		// by opening before it is stated.
-		ranges = nil
-	case err != nil:
-		ranges, err = nil, nil // a malformed Range is ignored (RFC 9110 §14.2)
-	}
-	unsatisfiable := err != nil
-	ctx := r.Context()
-	first := httpx.Range{Start: 0, Length: size}
-	if len(ranges) > 0 {
-		first = ranges[0]
-	}
-	if unsatisfiable {
-		first = httpx.Range{Start: 0, Length: 0}
-	}
-	fr := &failoverReader{ctx: ctx, f: f, s: s, p: p, idle: s.cfg.ProxyIdleTimeout.D()}
+	w.Header().Del("Link")
+	fr := &failoverReader{ctx: r.Context(), f: f, s: s, p: p, idle: s.cfg.ProxyIdleTimeout.D()}
 	defer fr.Close()
-	if err := fr.openFirst(reps, first, fresh); err != nil {
-		if errors.Is(err, errStale) {
-			s.invalidate(p, 0)
-			if !fresh {
-				return errStale
-			}
-		}
-		f.writeOpenFailure(rq, err)
+	err := httpx.ServeContent(w, r, size, &proxySource{f: f, fr: fr, reps: reps, fresh: fresh})
+	if err == nil {
 		return nil
+	}
+	if errors.Is(err, errStale) {
+		s.invalidate(p, 0)
+		if !fresh {
+			return errStale
+		}
+	}
+	f.writeOpenFailure(rq, err)
+	return nil
+}
+
+// proxySource is a proxied file as httpx.ServeContent reads it: the
+// replicas, opened by Describe (the validators are those of the replica
+// that answers), read through the failoverReader.
+type proxySource struct {
+	f     *Federator
+	fr    *failoverReader
+	reps  []*replica
+	fresh bool
+}
+
+// Describe opens the first range the answer will send (an empty one for
+// a Range that cannot be served: the open confirms the size) on the
+// first replica that still holds the version looked up, and gives that
+// replica's validators. A replica whose validators are weak is read
+// forward, every range from one read (openFirstOf).
+func (ps *proxySource) Describe(want []httpx.Range) (httpx.Content, error) {
+	fr := ps.fr
+	if len(want) == 0 {
+		want = []httpx.Range{{}}
+	}
+	if err := fr.openFirstOf(ps.reps, want, ps.fresh); err != nil {
+		return httpx.Content{}, err
 	}
 	if fr.changed {
-		s.invalidate(p, 0) // a replica ranked above the served one has changed
+		fr.s.invalidate(fr.p, 0) // a replica ranked above the served one has changed
 	}
 	fr.waitSums(sumWait)
-	ver := fr.ver
-	etag := ""
-	if ver.ETag != "" {
-		etag = `"` + ver.ETag + `"`
+	ct := httpx.Content{ModTime: fr.ver.ModTime, Weak: !fr.ver.Strong, Forward: !fr.ver.Strong}
+	if fr.ver.ETag != "" {
+		ct.ETag = `"` + fr.ver.ETag + `"`
 	}
-	lastMod := ""
-	if !ver.ModTime.IsZero() {
-		lastMod = ver.ModTime.UTC().Format(http.TimeFormat)
-	}
-	h.Set("Accept-Ranges", "bytes")
-	if lastMod != "" {
-		h.Set("Last-Modified", lastMod)
-	}
-	if etag != "" {
-		h.Set("Etag", etag)
-	}
-	if code := httpx.CheckPreconditions(r.Header, r.Method, etag, ver.ModTime, true); code != 0 {
-		if code == http.StatusNotModified {
-			w.WriteHeader(code)
-			return nil
+	return ct, nil
+}
+
+// Digests are the served replica's checksums: from its metadata, or
+// asked of it; when its validators are weak, only the adler32 asked after
+// it opened (a checksum from its look-up may be of a file since replaced
+// under the same validators).
+func (ps *proxySource) Digests(algos []string) (map[string]string, error) {
+	fr := ps.fr
+	if !fr.ver.Strong {
+		if v := fr.servedSum(httpx.Adler32); v != "" {
+			return map[string]string{httpx.Adler32: v}, nil
 		}
-		httpError(w, code, "lakefed: precondition failed")
+		return nil, nil
+	}
+	return ps.f.servedSums(fr.ctx, fr.served, algos), nil
+}
+
+// Prepare moves the read to the first range to send when it is not the
+// one Describe opened (an If-Range that did not match).
+func (ps *proxySource) Prepare(send []httpx.Range, head bool) error {
+	if head {
 		return nil
 	}
-	if unsatisfiable {
-		h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
-		httpError(w, http.StatusRequestedRangeNotSatisfiable, "range not satisfiable")
-		return nil
+	return ps.fr.at(send[0])
+}
+
+// WriteRange copies rg from the served version.
+func (ps *proxySource) WriteRange(w io.Writer, rg httpx.Range) error {
+	if err := ps.fr.at(rg); err != nil {
+		return err
 	}
-	if ir := r.Header.Get("If-Range"); ir != "" && len(ranges) > 0 && !httpx.IfRangeMatches(ir, etag, lastMod) {
-		// RFC 9110 §13.1.5: the client's copy is not this version, so
-		// it gets the whole of this one.
-		ranges = nil
-		if err := fr.seek(httpx.Range{Start: 0, Length: size}); err != nil {
-			f.writeOpenFailure(rq, err)
-			return nil
-		}
-	}
-	switch len(ranges) {
-	case 0:
-		if wd := r.Header["Want-Digest"]; len(wd) > 0 {
-			// RFC 3230: the digest of the whole file served, as a
-			// redirected client would get it from that endpoint.
-			if algos := httpx.ParseWantDigest(strings.Join(wd, ",")); len(algos) > 0 {
-				if d := httpx.FormatDigest(f.servedSums(ctx, fr.served, algos), algos...); d != "" {
-					h.Set("Digest", d)
-				}
-			}
-		}
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusOK)
-		fr.copyTo(w)
-	case 1:
-		rg := ranges[0]
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Range", rg.ContentRange(size))
-		h.Set("Content-Length", strconv.FormatInt(rg.Length, 10))
-		w.WriteHeader(http.StatusPartialContent)
-		fr.copyTo(w)
-	default:
-		mw := multipart.NewWriter(w)
-		h.Set("Content-Type", "multipart/byteranges; boundary="+mw.Boundary())
-		w.WriteHeader(http.StatusPartialContent)
-		for i, rg := range ranges {
-			pw, err := mw.CreatePart(textproto.MIMEHeader{
-				"Content-Type":  {"application/octet-stream"},
-				"Content-Range": {rg.ContentRange(size)},
-			})
-			if err != nil {
-				return nil
-			}
-			if i > 0 && fr.seek(rg) != nil || !fr.copyTo(pw) {
-				// The client must see a broken response, not a short
-				// multipart that looks complete.
-				panic(http.ErrAbortHandler)
-			}
-		}
-		_ = mw.Close()
+	if !ps.fr.copyTo(w) {
+		return fmt.Errorf("federation: proxied read of %s broke at offset %d", ps.fr.p, ps.fr.off)
 	}
 	return nil
 }
@@ -210,6 +175,18 @@ func (wo writerOnly) Write(p []byte) (int, error) { return wo.w.Write(p) }
 // failoverReader reads one range after another of the version it first
 // opened (served, ver) and moves, when a replica fails, to another that
 // holds the same bytes, at the offset reached.
+//
+// Two reads are joined in one answer (a resume after a failure, another
+// replica, the next range of a multipart answer) only when the second is
+// proven to read the bytes of the version served: by strong validators
+// (endpoint.SameBytes), or by a checksum of the served replica, the same
+// before and after it opened, equal to the second one's asked after that
+// one opened (proveSum). Equal weak validators prove nothing: nginx's ETag
+// stays the same when a file is replaced by one of the same size with its
+// time kept. Without a proof the read fails, and the client sees a broken
+// transfer, never a splice. So that a multipart answer from a weak
+// replica needs no proof, its ranges come in ascending order from one
+// read that spans them (the bytes between them are read and dropped).
 type failoverReader struct {
 	ctx  context.Context
 	f    *Federator
@@ -224,9 +201,15 @@ type failoverReader struct {
 	// version or not found; the cached entry is out of date.
 	changed bool
 
-	cur       *watched // the open read, nil between replicas
-	off, left int64
-	errs      []error
+	cur *watched // the open read, nil between replicas
+	// off and left are the offset reached and what is left of the range
+	// being read; end is where the open read stops (past off+left when
+	// it spans several ranges).
+	off, left, end int64
+	// sent counts the bytes read for the answer: from the first one on,
+	// another read is joined only once proven (see the type's doc).
+	sent int64
+	errs []error
 	// fails counts replica failures since the last byte read, and
 	// retryUntil is when retrying the served replica stops (zero: not
 	// retrying): a replica that opens and then fails at once must not
@@ -236,8 +219,14 @@ type failoverReader struct {
 
 	// sums is the served replica's checksum, asked in the background
 	// when a failover could need it to prove another replica identical
-	// (sameBytes); nil when not asked.
-	sums   *sumFuture
+	// (sameBytes), or, for a replica whose validators are weak, to
+	// prove any later read of the same bytes (proveSum); nil when not
+	// asked.
+	sums *sumFuture
+	// preSum is the served replica's adler32 known before it was opened
+	// (its look-up, or asked just then) when its validators are weak;
+	// "" when it could not say.
+	preSum string
 	proven map[*replica]bool // sameBytes answers, kept for the request
 }
 
@@ -247,10 +236,30 @@ type failoverReader struct {
 // search with errStale: the caller looks the path up again rather than
 // serve a version chosen from stale metadata.
 func (fr *failoverReader) openFirst(reps []*replica, rg httpx.Range, fresh bool) error {
-	fr.off, fr.left = rg.Start, rg.Length
+	return fr.openFirstOf(reps, []httpx.Range{rg}, fresh)
+}
+
+// openFirstOf is openFirst for the ranges of an answer, disjoint, want[0]
+// read first; with several, a replica whose validators are weak is
+// opened once over all of them, from the lowest (httpx.Content.Forward
+// sends them in ascending order).
+func (fr *failoverReader) openFirstOf(reps []*replica, want []httpx.Range, fresh bool) error {
 	stale := false
 	for i, rep := range reps {
-		w, ver, err := fr.open(rep, rg.Start, rg.Length)
+		rg := want[0]
+		end := rg.Start + rg.Length
+		if !rep.info.Strong && len(want) > 1 {
+			rg = slices.MinFunc(want, func(a, b httpx.Range) int { return cmp.Compare(a.Start, b.Start) })
+			for _, x := range want {
+				end = max(end, x.Start+x.Length)
+			}
+		}
+		fr.off, fr.left, fr.end = rg.Start, rg.Length, end
+		var pre string
+		if !rep.info.Strong {
+			pre = fr.sumBefore(rep, end-rg.Start >= minProvenRead)
+		}
+		w, ver, err := fr.open(rep, rg.Start, end-rg.Start)
 		if err == nil && !endpoint.SameVersion(rep.info, ver) {
 			w.Close()
 			err = fmt.Errorf("%w: %s", errStale, describeVersion(rep.info, ver))
@@ -266,7 +275,7 @@ func (fr *failoverReader) openFirst(reps []*replica, rg httpx.Range, fresh bool)
 			}
 			continue
 		}
-		fr.served, fr.ver, fr.cur, fr.changed = rep, rep.info, w, stale
+		fr.served, fr.ver, fr.cur, fr.changed, fr.preSum = rep, rep.info, w, stale, pre
 		fr.others = append(fr.others, reps[:i]...)
 		fr.others = append(fr.others, reps[i+1:]...)
 		fr.startSums()
@@ -328,11 +337,27 @@ func (fr *failoverReader) result(rep *replica, err error, d time.Duration) {
 	fr.f.requestResult(fr.s, rep.m, err, d)
 }
 
-// seek ends the current range and opens rg of the served version (or a
+// at makes rg the range read next: within the open read when it lies
+// ahead in it (the bytes before it are read and dropped), else seek.
+func (fr *failoverReader) at(rg httpx.Range) error {
+	if fr.off <= rg.Start && rg.Start+rg.Length <= fr.end && (fr.cur != nil || fr.sent > 0) {
+		if gap := rg.Start - fr.off; gap > 0 {
+			fr.left = gap
+			if n, err := io.Copy(io.Discard, fr); err != nil || n != gap {
+				return fmt.Errorf("federation: skipping to offset %d: %w", rg.Start, errors.Join(err, io.ErrUnexpectedEOF))
+			}
+		}
+		fr.left = rg.Length
+		return nil
+	}
+	return fr.seek(rg)
+}
+
+// seek ends the current read and opens rg of the served version (or a
 // replica proven to hold it).
 func (fr *failoverReader) seek(rg httpx.Range) error {
 	fr.closeCur()
-	fr.off, fr.left = rg.Start, rg.Length
+	fr.off, fr.left, fr.end = rg.Start, rg.Length, rg.Start+rg.Length
 	if err := fr.reopen(fr.served, false); err == nil {
 		return nil
 	}
@@ -377,6 +402,7 @@ func (fr *failoverReader) Read(p []byte) (int, error) {
 		n, err := fr.cur.Read(p)
 		fr.off += int64(n)
 		fr.left -= int64(n)
+		fr.sent += int64(n)
 		fr.cur.rep.m.mm.proxied.Add(float64(n))
 		if fr.left == 0 {
 			return n, nil
@@ -422,6 +448,11 @@ func (fr *failoverReader) next() error {
 			return nil
 		}
 	}
+	if fr.sent > 0 && !fr.ver.Strong && fr.proofSum() == "" {
+		// Bytes of the served replica are sent, and nothing could prove
+		// a new read of it holds the same ones.
+		return fmt.Errorf("federation: cannot resume at offset %d: %w: %w", fr.off, errUnproven, errors.Join(fr.errs...))
+	}
 	now := time.Now()
 	if fr.retryUntil.IsZero() {
 		fr.retryUntil = now.Add(max(fr.idle, time.Second))
@@ -442,19 +473,20 @@ func (fr *failoverReader) next() error {
 		if err == nil {
 			return nil
 		}
-		if endpoint.Class(err) != endpoint.ErrUnavailable || errors.Is(err, errStale) {
+		if endpoint.Class(err) != endpoint.ErrUnavailable || errors.Is(err, errStale) || errors.Is(err, errUnproven) {
 			break
 		}
 	}
 	return fmt.Errorf("federation: no replica holding the same bytes could go on from offset %d: %w", fr.off, errors.Join(fr.errs...))
 }
 
-// reopen opens the rest of the range on rep and checks that the bytes
-// are still those of the version served: the same size always, and for
-// the served replica itself (or when other asks it) the same ETag and
-// modification time.
+// reopen opens the rest of the read on rep and checks that the bytes
+// are still those of the version served: the same size always, for the
+// served replica itself (or when other asks it) the same ETag and
+// modification time, and, once bytes were sent, a proof that they are
+// the same bytes when the validators cannot say (proveSum).
 func (fr *failoverReader) reopen(rep *replica, other bool) error {
-	w, ver, err := fr.open(rep, fr.off, fr.left)
+	w, ver, err := fr.open(rep, fr.off, fr.end-fr.off)
 	if err != nil {
 		fr.errs = append(fr.errs, fmt.Errorf("%s: reopen at %d: %w", rep.m.name, fr.off, err))
 		return err
@@ -470,9 +502,47 @@ func (fr *failoverReader) reopen(rep *replica, other bool) error {
 		fr.errs = append(fr.errs, fmt.Errorf("%s: %w", rep.m.name, err))
 		return err
 	}
+	if fr.sent > 0 && !endpoint.SameBytes(want, ver) {
+		if err := fr.proveSum(rep); err != nil {
+			w.Close()
+			fr.errs = append(fr.errs, fmt.Errorf("%s: reopen at %d: %w", rep.m.name, fr.off, err))
+			return err
+		}
+	}
 	fr.cur = w
 	return nil
 }
+
+// errUnproven: a read would join bytes of two reads, and nothing proves
+// them bytes of one file.
+var errUnproven = errors.New("nothing proves the bytes are those of the version served (weak validators and no checksum)")
+
+// proveSum proves that rep, just opened, holds the bytes of the version
+// served, when validators cannot: its checksum, asked now, equals the
+// one the served replica gave after its first open (proofSum). A
+// checksum asked now is of the file the read just opened reads (or of a
+// later one: then they differ, and the read is refused, safely).
+func (fr *failoverReader) proveSum(rep *replica) error {
+	want := fr.proofSum()
+	if want == "" {
+		return errUnproven
+	}
+	ctx, cancel := context.WithTimeout(fr.ctx, rep.m.cfg.TimeoutOrDefault())
+	defer cancel()
+	got, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, httpx.Adler32)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: asking its adler32: %w", errUnproven, err)
+	case got != want:
+		fr.f.m.mismatches.Inc()
+		return fmt.Errorf("%w: adler32 %s now, %s when the answer began", errStale, got, want)
+	}
+	return nil
+}
+
+// proofSum is the served replica's adler32 that proveSum compares with
+// (servedSum); "" when there is none.
+func (fr *failoverReader) proofSum() string { return fr.servedSum(httpx.Adler32) }
 
 func (fr *failoverReader) closeCur() {
 	if fr.cur != nil {
@@ -549,30 +619,90 @@ func (fr *failoverReader) waitSums(d time.Duration) {
 	}
 }
 
-// sumFuture is a checksum asked in the background.
-// The sum itself is learned by the replica (replica.learn).
+// sumFuture is a checksum asked in the background. The sum is learned
+// by the replica too (replica.learn) when its validators are strong.
 type sumFuture struct {
 	algo   string
+	value  string // set before done closes; "" when the replica could not say
 	done   chan struct{}
 	cancel context.CancelFunc
 }
 
-// startSums asks the served replica for its adler32 in the background
-// when a failover could need it: there are other replicas of the same
-// size, and the served replica's metadata has no checksum. Asked at the start, while the served replica
-// still answers; a failover waits for it.
+// minProvenRead is the smallest read of a replica with weak validators
+// for which a checksum not known yet is asked before it opens, so that
+// it can be resumed if it breaks. A smaller one (a ROOT basket) is not
+// worth the extra request: it breaks, and the client asks again.
+const minProvenRead = 16 << 20
+
+// sumBefore is rep's adler32 as known before it is opened: from its
+// look-up (or learned since), else, when ask, asked now for no longer
+// than sumWait (a server may read the whole file to answer); "" when it
+// cannot say.
+func (fr *failoverReader) sumBefore(rep *replica, ask bool) string {
+	if v := rep.sum(httpx.Adler32); v != "" || !ask {
+		return v
+	}
+	ctx, cancel := context.WithTimeout(fr.ctx, min(sumWait, rep.m.cfg.TimeoutOrDefault()))
+	defer cancel()
+	v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, httpx.Adler32)
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
+// startSums asks the served replica for its adler32 in the background,
+// at the start, while it still answers: when a failover could need it
+// (other replicas of the same size, and no checksum in its metadata),
+// and when its validators are weak and it gave one before it was opened
+// (preSum). A weak replica's version says nothing of its bytes, so a
+// checksum proves which bytes its read holds only when the same before
+// and after the open (servedSum); a later read is proven by the same
+// checksum asked after it opened (proveSum). A failover waits for it.
 func (fr *failoverReader) startSums() {
-	if len(fr.others) == 0 || fr.served.sum(httpx.Adler32) != "" {
+	weak := !fr.ver.Strong
+	if !weak && (len(fr.others) == 0 || fr.served.sum(httpx.Adler32) != "") {
 		return
 	}
-	ctx, cancel := context.WithCancel(fr.ctx) // replica.checksum bounds the wait
+	if weak && fr.preSum == "" {
+		return // no checksum to be had: nothing can prove a second read
+	}
+	ctx, cancel := context.WithCancel(fr.ctx)
 	sf := &sumFuture{algo: httpx.Adler32, done: make(chan struct{}), cancel: cancel}
 	fr.sums = sf
 	rep := fr.served
 	go func() {
 		defer close(sf.done)
-		rep.checksum(ctx, sf.algo)
+		if !weak {
+			sf.value = rep.checksum(ctx, sf.algo) // bounded by the endpoint's timeout
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, rep.m.cfg.TimeoutOrDefault())
+		defer cancel()
+		if v, err := endpoint.Checksum(ctx, rep.m.ep, rep.path, sf.algo); err == nil {
+			sf.value = v
+			if v == fr.preSum {
+				rep.learn(sf.algo, v) // the next read of it needs not ask before opening
+			}
+		}
 	}()
+}
+
+// servedSum is the served replica's checksum for algo that other reads
+// are compared with: from its look-up (or learned) when its validators
+// are strong; else only its adler32, when the same before it opened and
+// after (startSums): the file its read holds had it.
+func (fr *failoverReader) servedSum(algo string) string {
+	if fr.sums != nil {
+		<-fr.sums.done
+	}
+	if fr.ver.Strong {
+		return fr.served.sum(algo)
+	}
+	if algo == httpx.Adler32 && fr.sums != nil && fr.sums.value == fr.preSum {
+		return fr.sums.value
+	}
+	return ""
 }
 
 // sameBytes reports whether rep holds the bytes of the version served,
@@ -598,11 +728,8 @@ func (fr *failoverReader) compare(rep *replica) (bool, string) {
 	// versions of one resource apart (RFC 9110 §8.8.3), and nginx's is
 	// the modification second and the size, so two different files
 	// written in the same second share it. Only checksums compare.
-	if fr.sums != nil {
-		<-fr.sums.done
-	}
 	for _, algo := range []string{httpx.Adler32, httpx.MD5, httpx.CRC32C} {
-		want := fr.served.sum(algo)
+		want := fr.servedSum(algo)
 		if want == "" {
 			continue
 		}

@@ -44,3 +44,9 @@ func Hops(ctx context.Context) int {
 	h, _ := ctx.Value(hopsKey{}).(int)
 	return h
 }
+
+// StorageServer is the Server header of a lakefed storage role. Its
+// entity tags are strong (they hold the inode and the change time, not
+// only the modification time and the size, RFC 9110 §8.8.1), and the
+// http kind believes a tag strong only of a server that says this.
+const StorageServer = "lakefed-storage"

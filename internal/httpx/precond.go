@@ -89,15 +89,3 @@ func TrimETag(s string) string {
 	s = strings.TrimPrefix(strings.TrimSpace(s), "W/")
 	return strings.Trim(s, `"`)
 }
-
-// IfRangeMatches evaluates an If-Range value against the version served:
-// an entity tag by strong comparison, or a date equal to Last-Modified
-// (RFC 9110 §13.1.5). When it does not match, the client's copy is not
-// this version, and it gets the whole of this one.
-func IfRangeMatches(ir, etag, lastMod string) bool {
-	ir = strings.TrimSpace(ir)
-	if strings.HasPrefix(ir, `"`) || strings.HasPrefix(ir, "W/") {
-		return etag != "" && ETagMatch(ir, etag, false)
-	}
-	return lastMod != "" && ir == lastMod
-}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Range is one byte range of a representation: Length bytes from Start.
@@ -23,32 +25,41 @@ func (r Range) ContentRange(size int64) string {
 // representation: answer 416 with "Content-Range: bytes */size".
 var ErrUnsatisfiable = errors.New("httpx: range not satisfiable")
 
-// ErrBadRange means the Range header is malformed. RFC 9110 §14.2 lets a
-// server ignore such a header and send the whole representation.
+// ErrBadRange means the Range header is malformed, or asks for more than
+// the representation. RFC 9110 §14.2 lets a server ignore or reject such
+// a header; ServeContent rejects it (416).
 var ErrBadRange = errors.New("httpx: malformed range")
 
 // MaxRanges bounds how many ranges one request may ask for; more is
-// treated as malformed. It is high because ROOT readers ask for many:
+// refused. It is high because ROOT readers ask for many:
 // uproot sends one range per basket of a branch in one request (446 for
 // lakefed's 14 MB sample file; thousands for real ones), and a cap of 100
 // turned its vector read into a whole-file answer it dropped, then one
 // request per basket. The bytes are bounded anyway: overlapping ranges,
-// or ranges adding up to more than the file, get the file once
-// (amplifies), and the request header limit (64 KiB) bounds the count.
+// or ranges adding up to more than the file, are refused (amplifies),
+// and the request header limit (64 KiB) bounds the count.
 const MaxRanges = 10000
 
 // ParseRange parses a Range header ("bytes=0-99,200-,-50") against a
 // representation of size bytes (RFC 9110 §14.1.2). It returns nil for an
-// empty header, ErrBadRange for a malformed one and ErrUnsatisfiable when
-// no range overlaps. Ranges past the end are clipped; ranges that do not
-// overlap are dropped, as net/http does.
+// empty header and for one of a range unit other than bytes (§14.2: a
+// server MUST ignore a unit it does not understand; units compare
+// case-insensitively, §14.1), ErrBadRange for a malformed one (no unit,
+// no "=", a bad range-spec) and for one that would amplify the answer
+// (amplifies, MaxRanges), and ErrUnsatisfiable when no range overlaps.
+// Ranges past the end are clipped; ranges that do not overlap are
+// dropped, as net/http does.
 func ParseRange(h string, size int64) ([]Range, error) {
+	h = strings.TrimSpace(h)
 	if h == "" {
 		return nil, nil
 	}
-	spec, ok := strings.CutPrefix(h, "bytes=")
-	if !ok {
-		return nil, ErrBadRange
+	unit, spec, ok := strings.Cut(h, "=")
+	if !ok || !httpguts.ValidHeaderFieldName(unit) {
+		return nil, ErrBadRange // no unit, or not a token: malformed, not another unit
+	}
+	if !strings.EqualFold(unit, "bytes") {
+		return nil, nil
 	}
 	var out []Range
 	n := 0
@@ -113,8 +124,7 @@ func ParseRange(h string, size int64) ([]Range, error) {
 // more bytes in all than it has, or overlapping ranges (RFC 9110 §14.2:
 // a server should ignore, coalesce or refuse them; "bytes=0-,0-,..." would
 // otherwise make a 1 MB file a 100 MB answer and a hundred reads). Such a
-// Range is ignored, and the whole representation is sent once, as
-// net/http and Apache do.
+// Range is refused (ServeContent: 416).
 func amplifies(ranges []Range, size int64) bool {
 	if len(ranges) < 2 {
 		return false

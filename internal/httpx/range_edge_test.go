@@ -11,8 +11,8 @@ import (
 // storage role and the federator rely on: a suffix of 0 and any range of
 // an empty representation are unsatisfiable, and Ranges that would
 // amplify the answer (overlapping, more bytes than the representation,
-// more than MaxRanges) are ErrBadRange, which the federator ignores (200,
-// whole file) and the storage role refuses (416).
+// more than MaxRanges) are ErrBadRange, which ServeContent refuses (416)
+// in every role.
 func TestParseRangeEdges(t *testing.T) {
 	many := "bytes=" + strings.TrimSuffix(strings.Repeat("0-0,", MaxRanges+1), ",")
 	spaced := "bytes=" + strings.TrimSuffix(strings.Repeat("1-1,", MaxRanges), ",")

@@ -25,7 +25,12 @@ func TestParseRange(t *testing.T) {
 		{"bytes=100-", 100, nil, ErrUnsatisfiable},
 		{"bytes=0-", 0, nil, ErrUnsatisfiable},
 		{"bytes=5-1", 100, nil, ErrBadRange},
-		{"items=0-1", 100, nil, ErrBadRange},
+		{"items=0-1", 100, nil, nil},
+		{"BYTES=95-200", 100, []Range{{95, 5}}, nil},
+		{" bytes=0-0 ", 100, []Range{{0, 1}}, nil},
+		{"=0-1", 100, nil, ErrBadRange},
+		{"bytes", 100, nil, ErrBadRange},
+		{"by tes=0-1", 100, nil, ErrBadRange},
 		{"bytes=a-b", 100, nil, ErrBadRange},
 		{"bytes=", 100, nil, ErrBadRange},
 	}

@@ -525,6 +525,7 @@ func (c *fastConn) answer(req *fastReq) (keep, ok bool) {
 		c.lm = time.Unix(st.Mtim.Sec, 0).UTC().AppendFormat(c.lm[:0], http.TimeFormat)
 	}
 	b = append(b, c.lm...)
+	b = append(b, "\r\nServer: "+httpx.StorageServer...)
 	b, keep = c.appendConnection(b, req)
 	b = append(b, "\r\n\r\n"...)
 	c.bw.Write(b)
@@ -544,6 +545,7 @@ func (c *fastConn) notFound(req *fastReq, p string, start time.Time, err error) 
 	b = append(b, httpDate(start)...)
 	b = append(b, "\r\nContent-Length: "...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\nServer: "+httpx.StorageServer...)
 	b, keep = c.appendConnection(b, req)
 	b = append(b, "\r\n\r\n"...)
 	var sent int64

@@ -6,9 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"mime"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"os"
 	"path"
@@ -187,157 +185,55 @@ func (s *Server) serveGetHead(w *respWriter, r *http.Request, p string) {
 		return
 	}
 
-	h := w.Header()
-	tag := etag(&st)
-	mtime := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
-	var lm [len(http.TimeFormat) + 4]byte
-	h["Etag"] = []string{tag}
-	h["Last-Modified"] = []string{string(mtime.UTC().AppendFormat(lm[:0], http.TimeFormat))}
-	h["Accept-Ranges"] = hdrBytes
-	switch httpx.CheckPreconditions(r.Header, r.Method, tag, mtime, true) {
-	case http.StatusNotModified:
-		w.WriteHeader(http.StatusNotModified)
-		return
-	case http.StatusPreconditionFailed:
-		httpError(w, http.StatusPreconditionFailed, "precondition failed")
-		return
-	}
-	h["Content-Type"] = contentType(name)
-	if len(wantDigest) > 0 {
-		sums, err := s.checksums(r.Context(), f, name, &st, wantDigest)
-		if err != nil {
-			code, reason := s.fsStatus(r, err)
-			httpError(w, code, reason)
-			return
-		}
-		if d := httpx.FormatDigest(sums, wantDigest...); d != "" {
-			h["Digest"] = []string{d}
-		}
-	}
-	if head {
-		// RFC 9110 §14.2: Range is defined for GET only; HEAD ignores it.
-		h["Content-Length"] = []string{strconv.FormatInt(st.Size, 10)}
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	var ranges []httpx.Range
-	if rh, ok := byteRanges(r.Header.Get("Range")); ok && ifRange(r.Header.Get("If-Range"), tag, mtime) {
-		var err error
-		ranges, err = httpx.ParseRange(rh, st.Size)
-		if err != nil {
-			// Unsatisfiable (RFC 9110 §14.1.2: no range overlaps, a
-			// suffix of 0, any range of an empty file), malformed, or
-			// refused as amplifying (overlapping, more bytes than the
-			// file, over httpx.MaxRanges; §15.5.17 names these as 416
-			// reasons).
-			h["Content-Range"] = []string{"bytes */" + strconv.FormatInt(st.Size, 10)}
-			httpError(w, http.StatusRequestedRangeNotSatisfiable, "range not satisfiable")
-			return
-		}
-	}
-	switch len(ranges) {
-	case 0:
-		h["Content-Length"] = []string{strconv.FormatInt(st.Size, 10)}
-		w.WriteHeader(http.StatusOK)
-		sendRange(w, f, httpx.Range{Start: 0, Length: st.Size})
-	case 1:
-		h["Content-Range"] = []string{ranges[0].ContentRange(st.Size)}
-		h["Content-Length"] = []string{strconv.FormatInt(ranges[0].Length, 10)}
-		w.WriteHeader(http.StatusPartialContent)
-		sendRange(w, f, ranges[0])
-	default:
-		sendMultipart(w, f, h["Content-Type"][0], st.Size, ranges)
+	err := httpx.ServeContent(w, r, st.Size, &fileSource{s: s, r: r, f: f, st: &st, name: name})
+	if err != nil {
+		code, reason := s.fsStatus(r, err)
+		httpError(w, code, reason)
 	}
 }
 
-// byteRanges returns the Range header value h for httpx.ParseRange, or ok
-// false when the answer must ignore it: without one, and with a unit
-// other than bytes (RFC 9110 §14.2: "An origin server MUST ignore a Range
-// header field that contains a range unit it does not understand"). Units
-// are case-insensitive (§14.1). A value with no unit at all is not of
-// another unit but malformed, and ParseRange refuses it (416).
-func byteRanges(h string) (string, bool) {
-	unit, set, ok := strings.Cut(h, "=")
-	switch {
-	case h == "":
-		return "", false
-	case !ok || unit == "" || unit == "bytes":
-		return h, true
-	case strings.EqualFold(unit, "bytes"):
-		return "bytes=" + set, true
-	}
-	return "", false
+// fileSource is a regular file below Root as httpx.ServeContent reads
+// it: validators from the fstat of the open file (f is nil for a HEAD
+// without Want-Digest, answered from a stat), bytes with sendfile.
+type fileSource struct {
+	s    *Server
+	r    *http.Request
+	f    *os.File
+	st   *unix.Stat_t
+	name string
 }
 
-// ifRange reports whether a Range applies given the If-Range value v
-// (RFC 9110 §13.1.5): always without one; with an entity tag, when it
-// matches tag by strong comparison; with a date, when it is the file's
-// Last-Modified.
-func ifRange(v, tag string, mtime time.Time) bool {
-	switch {
-	case v == "":
-		return true
-	case strings.HasPrefix(v, `"`), strings.HasPrefix(v, "W/"):
-		return v == tag
-	}
-	t, err := http.ParseTime(v)
-	return err == nil && t.Equal(mtime.Truncate(time.Second))
+// Describe gives the file's ETag (appendETag: strong, it changes with
+// the content) and modification time.
+func (fo *fileSource) Describe([]httpx.Range) (httpx.Content, error) {
+	return httpx.Content{
+		ETag:    etag(fo.st),
+		ModTime: time.Unix(fo.st.Mtim.Sec, fo.st.Mtim.Nsec),
+		Type:    contentType(fo.name)[0],
+	}, nil
 }
 
-// sendRange copies one range of f to w. The LimitedReader over the
+// Digests are the file's checksums, kept or computed (checksum.go).
+func (fo *fileSource) Digests(algos []string) (map[string]string, error) {
+	return fo.s.checksums(fo.r.Context(), fo.f, fo.name, fo.st, algos)
+}
+
+// Prepare has nothing to do: the file is open.
+func (fo *fileSource) Prepare([]httpx.Range, bool) error { return nil }
+
+// WriteRange copies rg of the file to w. The LimitedReader over the
 // *os.File is what net/http's ReadFrom hands to sendfile. When the file
-// shrank meanwhile the body falls short of the Content-Length sent, and
-// net/http closes the connection, so the client sees a broken response,
-// not a short one that looks complete.
-func sendRange(w *respWriter, f *os.File, rg httpx.Range) {
-	if rg.Length == 0 {
-		return
+// shrank meanwhile the copy falls short, and ServeContent aborts the
+// response.
+func (fo *fileSource) WriteRange(w io.Writer, rg httpx.Range) error {
+	if _, err := fo.f.Seek(rg.Start, io.SeekStart); err != nil {
+		return err
 	}
-	if _, err := f.Seek(rg.Start, io.SeekStart); err != nil {
-		return
+	n, err := io.Copy(w, &io.LimitedReader{R: fo.f, N: rg.Length})
+	if err == nil && n != rg.Length {
+		err = io.ErrUnexpectedEOF
 	}
-	io.Copy(w, &io.LimitedReader{R: f, N: rg.Length})
-}
-
-// sendMultipart answers several ranges with multipart/byteranges (RFC 9110
-// §14.6), with a Content-Length computed beforehand.
-func sendMultipart(w *respWriter, f *os.File, ctype string, size int64, ranges []httpx.Range) {
-	var cw countWriter
-	mw := multipart.NewWriter(&cw)
-	for _, rg := range ranges {
-		mw.CreatePart(partHeader(ctype, rg, size))
-		cw += countWriter(rg.Length)
-	}
-	mw.Close()
-	h := w.Header()
-	pw := multipart.NewWriter(w)
-	pw.SetBoundary(mw.Boundary())
-	h["Content-Type"] = []string{"multipart/byteranges; boundary=" + mw.Boundary()}
-	h["Content-Length"] = []string{strconv.FormatInt(int64(cw), 10)}
-	w.WriteHeader(http.StatusPartialContent)
-	for _, rg := range ranges {
-		part, err := pw.CreatePart(partHeader(ctype, rg, size))
-		if err != nil {
-			return
-		}
-		if n, err := io.Copy(part, io.NewSectionReader(f, rg.Start, rg.Length)); err != nil || n != rg.Length {
-			return // short of Content-Length: net/http closes the connection
-		}
-	}
-	pw.Close()
-}
-
-// partHeader is the header of one multipart/byteranges part.
-func partHeader(ctype string, rg httpx.Range, size int64) textproto.MIMEHeader {
-	return textproto.MIMEHeader{"Content-Type": {ctype}, "Content-Range": {rg.ContentRange(size)}}
-}
-
-// countWriter counts the bytes written to it.
-type countWriter int64
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	*c += countWriter(len(p))
-	return len(p), nil
+	return err
 }
 
 // serveListing writes a small HTML index of a directory (hidden server

@@ -34,6 +34,7 @@ var (
 	hdrZero        = []string{"0"}
 	hdrMSAuthor    = []string{"DAV"}
 	hdrAtomic      = []string{"atomic"}
+	hdrServer      = []string{httpx.StorageServer}
 )
 
 // respWriter records the status and body size for metrics and the access
@@ -99,6 +100,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := rwPool.Get().(*respWriter)
 	rw.ResponseWriter, rw.status, rw.n = w, 0, 0
+	// Every answer names the server: the http kind believes its ETags
+	// strong because it is a lakefed storage role (appendETag).
+	w.Header()["Server"] = hdrServer
 	var in int64
 	defer func() {
 		if v := recover(); v != nil {

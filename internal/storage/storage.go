@@ -11,8 +11,9 @@
 // that answers the plain GET and HEAD of a file (or a 404) itself, with
 // sendfile, and hands the connection to net/http at the first request it
 // does not take. Behind that, GET, HEAD, PUT and OPTIONS run on
-// hand-written handlers: zero-copy reads through http.ServeContent
-// (sendfile), RFC 9110 ranges and conditionals, RFC 3230 Want-Digest with
+// hand-written handlers: zero-copy reads (sendfile) with RFC 9110 ranges
+// and conditionals by httpx.ServeContent, the one ranged read every role
+// answers with, RFC 3230 Want-Digest with
 // checksums kept beside the data (.lakefed-sums), and atomic uploads (temp file,
 // early write-back, fsync, rename, fsync dir) with the adler32 computed on
 // the fly. PROPFIND, PROPPATCH, MKCOL, DELETE, COPY,

@@ -91,6 +91,10 @@ type Server struct {
 
 	cmd   *exec.Cmd
 	state string
+	// How it was started, for Restart.
+	log  string
+	bin  string
+	args []string
 }
 
 // Stop kills the server and waits for it. Safe to call twice.
@@ -108,6 +112,16 @@ func (s *Server) Stop() {
 		<-done
 	}
 	s.cmd = nil
+}
+
+// Restart starts a server that Kill or Stop ended again, as it was
+// started: same binary, arguments and port (the files it serves stay).
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if s.cmd != nil {
+		t.Fatal("testenv: Restart of a server that runs")
+	}
+	start(t, s, s.log, []int{s.Port}, s.bin, s.args...)
 }
 
 // Kill kills the server and every process it started with SIGKILL, as a
@@ -142,6 +156,7 @@ func tryStart(t testing.TB, s *Server, log string, ports []int, name string, arg
 	// (nginx's master does not take its workers down on SIGKILL).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = f, f
+	s.log, s.bin, s.args = log, name, args
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", name, err)

@@ -119,7 +119,7 @@ func (e *Endpoint) statHead(ctx context.Context, p string) (endpoint.Info, bool,
 		resp.Request != nil && resp.Request.URL.Path != u.Path:
 		return endpoint.Info{}, false, nil
 	}
-	in := endpoint.Info{Name: baseName(p), Size: resp.ContentLength, ModTime: lm, ETag: httpx.TrimETag(h.Get("ETag"))}
+	in := endpoint.Info{Name: baseName(p), Size: resp.ContentLength, ModTime: lm, ETag: httpx.TrimETag(h.Get("ETag")), Strong: e.strong(h)}
 	if sums := parseDigests(h); len(sums) > 0 {
 		in.Checksums = sums
 	}
@@ -144,6 +144,8 @@ func (e *Endpoint) head(ctx context.Context, p string) (endpoint.Info, error) {
 	}
 	if fin := resp.Request.URL.Path; strings.HasSuffix(fin, "/") && !strings.HasSuffix(u.Path, "/") {
 		in.IsDir, in.Size = true, 0
+	} else {
+		in.Strong = e.strong(resp.Header)
 	}
 	if sums := parseDigests(resp.Header); len(sums) > 0 {
 		in.Checksums = sums

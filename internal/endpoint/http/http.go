@@ -67,6 +67,9 @@ type Endpoint struct {
 	// then whether the server said it evaluates conditional PUTs
 	// (httpx.ConditionalPutHeader).
 	condPut atomic.Int32
+	// validators is what the last file answer's ETag was worth
+	// (Validators): 0 before one, then validStrong or validWeak.
+	validators atomic.Int32
 }
 
 // Values of Endpoint.condPut.
@@ -74,6 +77,12 @@ const (
 	condUnknown int32 = iota
 	condNo
 	condYes
+)
+
+// Values of Endpoint.validators.
+const (
+	validStrong int32 = iota + 1
+	validWeak
 )
 
 // Values of Endpoint.server.
@@ -88,6 +97,7 @@ var (
 	_ endpoint.Redirecter        = (*Endpoint)(nil)
 	_ endpoint.Checksummer       = (*Endpoint)(nil)
 	_ endpoint.ConditionalPutter = (*Endpoint)(nil)
+	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
 )
 
 // New returns the endpoint for cfg.URL (http, https, dav or davs). It

@@ -101,12 +101,12 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		ver := versionOf(resp, resp.ContentLength)
 		if isDir, err := e.isListing(ctx, p, resp); err != nil {
 			return abort(err)
 		} else if isDir {
 			return abort(fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 		}
+		ver := e.versionOf(resp, resp.ContentLength)
 		total := resp.ContentLength // -1 when unknown
 		if total >= 0 && off > total {
 			return abort(fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, total))
@@ -144,14 +144,14 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 			case off > total:
 				return nil, 0, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, total)
 			case off == total:
-				return emptyAt(versionOf(resp, total)), 0, nil
+				return emptyAt(e.versionOf(resp, total)), 0, nil
 			}
 			return nil, total, errRetryExact
 		}
 		if last < first {
 			return abort(fmt.Errorf("%w: bad Content-Range %q", endpoint.ErrUnavailable, resp.Header.Get("Content-Range")))
 		}
-		return &body{rc: resp.Body, remain: last - first + 1, cancel: cancel, ver: versionOf(resp, total)}, 0, nil
+		return &body{rc: resp.Body, remain: last - first + 1, cancel: cancel, ver: e.versionOf(resp, total)}, 0, nil
 	case http.StatusRequestedRangeNotSatisfiable:
 		_, _, total, _ := httpx.ParseContentRange(resp.Header.Get("Content-Range"))
 		drain(resp)
@@ -166,7 +166,7 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 			cancel()
 		}
 		if off == total {
-			return emptyAt(versionOf(resp, total)), 0, nil
+			return emptyAt(e.versionOf(resp, total)), 0, nil
 		}
 		return nil, 0, fmt.Errorf("%w: %s: offset %d, size %d", endpoint.ErrRefused, resp.Status, off, total)
 	}
@@ -214,12 +214,50 @@ func eofErr(err error) error {
 // versionOf is what a GET answer says of the file: total is the whole
 // file's size (a Content-Range total, or the length of a 200), -1 when
 // the answer does not tell.
-func versionOf(resp *http.Response, total int64) endpoint.Info {
-	in := endpoint.Info{Size: total, ETag: httpx.TrimETag(resp.Header.Get("ETag"))}
+func (e *Endpoint) versionOf(resp *http.Response, total int64) endpoint.Info {
+	in := endpoint.Info{Size: total, ETag: httpx.TrimETag(resp.Header.Get("ETag")), Strong: e.strong(resp.Header)}
 	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
 		in.ModTime = t
 	}
 	return in
+}
+
+// strong reports whether the ETag of an answer about a file names its
+// bytes (endpoint.Info.Strong), and notes what it was worth for
+// Validators. Only a lakefed storage role's is believed (its Server
+// header, httpx.StorageServer: its tags hold the inode and the ctime). A
+// W/ tag is weak by its own word; and nginx's ("hex(mtime)-hex(size)"),
+// Apache's ("size-mtime", "inode-size-mtime") and x/net/webdav's are
+// made of the modification time and the size, which a file replaced by
+// one of the same size with its time kept (cp -p, touch -r) shares: they
+// claim to be strong (no W/) and are not. Other servers' tags may be
+// strong, but nothing in an answer tells them from those.
+func (e *Endpoint) strong(h http.Header) bool {
+	tag := h.Get("ETag")
+	ok := tag != "" && !strings.HasPrefix(tag, "W/") && h.Get("Server") == httpx.StorageServer
+	if tag == "" && h.Get("Server") == httpx.StorageServer {
+		return false // an error answer (a 416) of a server whose tags are strong
+	}
+	v := validWeak
+	if ok {
+		v = validStrong
+	}
+	if e.validators.Load() != v {
+		e.validators.Store(v)
+	}
+	return ok
+}
+
+// Validators is what the server's ETags are worth, from the last answer
+// about a file (strong only for a lakefed storage role).
+func (e *Endpoint) Validators() endpoint.Validators {
+	switch e.validators.Load() {
+	case validStrong:
+		return endpoint.ValidatorsStrong
+	case validWeak:
+		return endpoint.ValidatorsWeak
+	}
+	return endpoint.ValidatorsUnknown
 }
 
 // empty is the reader of a read of nothing, at the end of a file of a

@@ -59,6 +59,7 @@ var (
 	_ endpoint.Endpoint          = (*Endpoint)(nil)
 	_ endpoint.Checksummer       = (*Endpoint)(nil)
 	_ endpoint.ConditionalPutter = (*Endpoint)(nil)
+	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
 )
 
 // New returns the endpoint for cfg.URL, which must be file:///abs/dir naming
@@ -207,23 +208,33 @@ func (e *Endpoint) infoOf(p string, fi fs.FileInfo) endpoint.Info {
 	if fi.IsDir() {
 		size = 0
 	}
-	in := endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir(), ETag: etagOf(fi)}
+	in := endpoint.Info{Name: name, Size: size, ModTime: fi.ModTime(), IsDir: fi.IsDir()}
+	if tag := fileTag(fi); tag != "" {
+		in.ETag, in.Strong = tag, true
+	}
 	e.describe(&in, fi)
 	return in
 }
 
-// etagOf is the entity tag of a regular file: its inode, size, mtime and
-// ctime (ns), in hex. A file replaced by rename has another inode; one
-// rewritten in place has a newer ctime, which nobody can set back. ""
-// for anything but a regular file.
-func etagOf(fi fs.FileInfo) string {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !fi.Mode().IsRegular() {
-		return ""
-	}
-	return strconv.FormatUint(st.Ino, 16) + "-" + strconv.FormatInt(st.Size, 16) + "-" +
-		strconv.FormatInt(syscall.TimespecToNsec(st.Mtim), 16) + "-" + strconv.FormatInt(syscall.TimespecToNsec(st.Ctim), 16)
+// etagOf is a file's entity tag, made as the storage role makes its own:
+// modification time and size, then the inode and the change time (ns,
+// hex). Nobody can set the ctime back, and a file replaced by another
+// has another inode (or, reused, a newer ctime), so the tag changes with
+// the content even when the size and the modification time are kept
+// (cp -p, touch -r): it is strong (endpoint.Info.Strong).
+func etagOf(st *syscall.Stat_t) string {
+	b := make([]byte, 0, 64)
+	b = strconv.AppendInt(b, st.Mtim.Nano(), 16)
+	b = strconv.AppendInt(b, st.Size, 16)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, st.Ino, 16)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, st.Ctim.Nano(), 16)
+	return string(b)
 }
+
+// Validators are strong: see etagOf.
+func (e *Endpoint) Validators() endpoint.Validators { return endpoint.ValidatorsStrong }
 
 // Stat describes path. Checksums holds those kept in the root's sidecars
 // (by the storage role or by Checksum) that still match the file (see
@@ -324,7 +335,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	if n < 0 || off+n > fi.Size() {
 		n = fi.Size() - off
 	}
-	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p, ver: endpoint.Info{Name: path.Base(p), Size: fi.Size(), ModTime: fi.ModTime()}}, nil
+	return &file{f: f, sr: io.NewSectionReader(f, off, n), p: p, ver: e.infoOf(p, fi)}, nil
 }
 
 // file is an open range of a local file.
@@ -489,10 +500,19 @@ func check(target string, cond *endpoint.Cond) error {
 		return fmt.Errorf("%w: if-match %q: nothing there", endpoint.ErrPrecondition, cond.IfMatch)
 	case err == nil && cond.IfNoneMatch:
 		return fmt.Errorf("%w: if-none-match: something is there", endpoint.ErrPrecondition)
-	case err == nil && cond.IfMatch != "" && etagOf(fi) != cond.IfMatch:
-		return fmt.Errorf("%w: if-match %q: it is %q now", endpoint.ErrPrecondition, cond.IfMatch, etagOf(fi))
+	case err == nil && cond.IfMatch != "" && fileTag(fi) != cond.IfMatch:
+		return fmt.Errorf("%w: if-match %q: it is %q now", endpoint.ErrPrecondition, cond.IfMatch, fileTag(fi))
 	}
 	return nil
+}
+
+// fileTag is fi's entity tag (etagOf), "" for anything but a regular file.
+func fileTag(fi fs.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return etagOf(st)
 }
 
 // Delete removes the file or empty directory path. A symlink is removed

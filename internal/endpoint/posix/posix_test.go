@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -300,5 +301,61 @@ func TestChecksumKept(t *testing.T) {
 	list, err := ep.List(ctx, "/")
 	if err != nil || len(list) != 1 || list[0].Name != "f" {
 		t.Errorf("List(/) = %+v, %v; want only f", list, err)
+	}
+}
+
+// TestStrongVersions: a local file's version names its bytes. Replaced
+// by a file of the same size with its modification time put back (cp -p,
+// by rename, and by a rewrite in place), its ETag changes; an open of it
+// reports the version Stat gave (endpoint.SameBytes).
+func TestStrongVersions(t *testing.T) {
+	dir := t.TempDir()
+	ep := newEP(t, dir)
+	p := filepath.Join(dir, "f")
+	mtime := time.Unix(1700000000, 0)
+	put := func(data string, inPlace bool) endpoint.Info {
+		t.Helper()
+		target := p
+		if !inPlace {
+			target = p + ".tmp"
+		}
+		if err := os.WriteFile(target, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(target, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		if !inPlace {
+			if err := os.Rename(target, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		in, err := ep.Stat(t.Context(), "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	v1 := put("aaaa", false)
+	v2 := put("bbbb", false)
+	v3 := put("cccc", true)
+	for _, in := range []endpoint.Info{v1, v2, v3} {
+		if !in.Strong || in.ETag == "" {
+			t.Fatalf("Stat = %+v, want a strong ETag", in)
+		}
+	}
+	if endpoint.SameVersion(v1, v2) || endpoint.SameVersion(v2, v3) {
+		t.Errorf("ETags %q, %q, %q: a replaced file keeps its version", v1.ETag, v2.ETag, v3.ETag)
+	}
+	rc, err := ep.Open(t.Context(), "/f", 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if ver, ok := endpoint.VersionOf(rc); !ok || !endpoint.SameBytes(v3, ver) {
+		t.Errorf("Open: version %+v, want the one Stat gave, %+v", ver, v3)
+	}
+	if ep.Validators() != endpoint.ValidatorsStrong {
+		t.Errorf("Validators = %q", ep.Validators())
 	}
 }

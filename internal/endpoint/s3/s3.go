@@ -95,6 +95,8 @@ var (
 	_ endpoint.Endpoint    = (*Endpoint)(nil)
 	_ endpoint.Presigner   = (*Endpoint)(nil)
 	_ endpoint.Checksummer = (*Endpoint)(nil)
+
+	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
 )
 
 // New checks cfg and returns the endpoint. It does not contact the server:
@@ -321,7 +323,7 @@ func (e *Endpoint) marker(ctx context.Context, p string) (int, error) {
 // fileInfo turns an object into an Info. withMeta says whether oi came
 // from a HEAD (listings carry no user metadata).
 func fileInfo(name string, oi minio.ObjectInfo, withMeta bool) endpoint.Info {
-	info := endpoint.Info{Name: name, Size: oi.Size, ModTime: oi.LastModified, ETag: strings.Trim(oi.ETag, `"`)}
+	info := endpoint.Info{Name: name, Size: oi.Size, ModTime: oi.LastModified, ETag: strings.Trim(oi.ETag, `"`), Strong: strongETag(oi.ETag)}
 	sums := map[string]string{}
 	if withMeta {
 		if v := adler32Meta(oi); v != "" {
@@ -336,6 +338,17 @@ func fileInfo(name string, oi minio.ObjectInfo, withMeta bool) endpoint.Info {
 	}
 	return info
 }
+
+// strongETag reports whether an object's ETag names its bytes: S3 makes
+// it from the content (the MD5 of a single-part upload, the MD5 of the
+// parts' MD5s of a multipart one; a new object of the same size and
+// time gets another), unless it is marked weak.
+func strongETag(etag string) bool {
+	return strings.Trim(etag, `"`) != "" && !strings.HasPrefix(etag, "W/")
+}
+
+// Validators are strong: see strongETag.
+func (e *Endpoint) Validators() endpoint.Validators { return endpoint.ValidatorsStrong }
 
 var hex8 = regexp.MustCompile(`^[0-9a-fA-F]{8}$`)
 
@@ -485,7 +498,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	// What the answer says of the object (endpoint.Versioned): a ranged
 	// answer's ObjectInfo.Size is the range's length, the whole object's
 	// is in the Content-Range total.
-	ver := endpoint.Info{Size: oi.Size, ETag: strings.Trim(oi.ETag, `"`), ModTime: oi.LastModified}
+	ver := endpoint.Info{Size: oi.Size, ETag: strings.Trim(oi.ETag, `"`), ModTime: oi.LastModified, Strong: strongETag(oi.ETag)}
 	if cr := hdr.Get("Content-Range"); cr != "" {
 		ver.Size = -1
 		if _, _, total, ok := httpx.ParseContentRange(cr); ok {

@@ -48,6 +48,8 @@ var (
 	_ endpoint.Endpoint    = (*Endpoint)(nil)
 	_ endpoint.Redirecter  = (*Endpoint)(nil)
 	_ endpoint.Checksummer = (*Endpoint)(nil)
+
+	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
 )
 
 // New returns an upstream endpoint for cfg.URL (lakefed://, lakefeds://,
@@ -431,3 +433,7 @@ func (e *Endpoint) tokenFor(ctx context.Context) string {
 	}
 	return e.token
 }
+
+// Validators are weak: an upstream federator serves a path from any of
+// its replicas, whose tags it passes on and cannot vouch for.
+func (e *Endpoint) Validators() endpoint.Validators { return endpoint.ValidatorsWeak }

@@ -99,6 +99,8 @@ var (
 	_ endpoint.Redirecter   = (*Endpoint)(nil)
 	_ endpoint.RedirectGate = (*Endpoint)(nil)
 	_ io.Closer             = (*Endpoint)(nil)
+
+	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
 )
 
 // New makes a root:// endpoint from cfg. cfg.URL is
@@ -622,3 +624,7 @@ func tempName(rp string) string {
 	dir, name := path.Split(rp)
 	return dir + "." + name + ".lakefed-" + hex.EncodeToString(b[:])
 }
+
+// Validators are weak: kXR_stat gives the size and the modification
+// second, which a file replaced with its time kept shares.
+func (e *Endpoint) Validators() endpoint.Validators { return endpoint.ValidatorsWeak }
