@@ -13,7 +13,7 @@ import (
 
 // CacheSaw is how a lakefed cache in front of the target saw one run's
 // reads of a file: the figures its GET /api/cache/files gives for the
-// file (lakefed issue 12, "how jobs read"), less those it had before the
+// file ("how jobs read"), less those it had before the
 // run, so that the second run of `bench root --prefetch both` shows its
 // own reads and not the sum of both. It is the server's side of the
 // ROOTSummary's client-side figures: a cache that counts other clients'

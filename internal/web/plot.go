@@ -41,7 +41,7 @@ type plotSpec struct {
 	// ID names the plot (data-plot attribute, file name of its SVG URL).
 	ID string
 	// Title is the plot's heading. The page shows it as the figure's
-	// caption, so the SVG does not draw it again (issue 11, item 11).
+	// caption, so the SVG does not draw it again.
 	Title          string
 	XLabel, YLabel string
 	// XUnit and YUnit follow the values in the points' tooltips ("ms").

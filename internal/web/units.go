@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The dashboard shows one unit per quantity (issue 11, item 10): latencies
+// The dashboard shows one unit per quantity: latencies
 // in ms, data rates in MB/s (10^6 bytes), open rates in Hz, durations as
 // Go durations ("30s"), sizes in bytes with a binary prefix, fractions in
 // per cent, counts with the noun they count. The bench and the scheduled
