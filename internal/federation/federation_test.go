@@ -709,7 +709,7 @@ func TestDebugHeader(t *testing.T) {
 func TestBadPaths(t *testing.T) {
 	a := newFake("site-a", true)
 	tf := startFed(t, cfgYAML(slowHealth, ep("site-a")), a)
-	for _, p := range []string{"/a/%2e%2e/b", "/a/%00"} {
+	for _, p := range []string{"/a/%2e%2e/b", "/a/%00", "/a/%FF%FE"} {
 		resp, _ := tf.do(t, "GET", p, nil, nil)
 		if resp.StatusCode != 400 {
 			t.Errorf("GET %s = %d, want 400", p, resp.StatusCode)
@@ -718,7 +718,7 @@ func TestBadPaths(t *testing.T) {
 	for _, tc := range []struct {
 		p     string
 		clean bool
-	}{{"/", true}, {"/a/b", true}, {"/a/", false}, {"/a//b", false}, {"/a/./b", false}, {"/a/../b", false}, {"/..", false}, {"/.x", true}, {"/a..", true}} {
+	}{{"/", true}, {"/a/b", true}, {"/a/", false}, {"/a//b", false}, {"/a/./b", false}, {"/a/../b", false}, {"/..", false}, {"/.x", true}, {"/a..", true}, {"/a/\xff", false}, {"/\u00e9", false}} {
 		if got := isClean(tc.p); got != tc.clean {
 			t.Errorf("isClean(%q) = %v, want %v", tc.p, got, tc.clean)
 		}

@@ -156,7 +156,8 @@ func isClean(p string) bool {
 	for i := 1; i < len(p); i++ {
 		c := p[i]
 		switch {
-		case c < 0x20 || c == 0x7f || c == '\\' || c == '%':
+		case c < 0x20 || c >= 0x7f || c == '\\' || c == '%':
+			// Not ASCII: CleanPath checks it is UTF-8.
 			return false
 		case c == '/':
 			n := i - seg - 1
