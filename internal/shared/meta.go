@@ -1,8 +1,10 @@
 package shared
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +21,8 @@ const versionTTL = 10 * time.Minute
 type Meta struct {
 	// Value is the entry as the role encoded it; nil when there is none.
 	Value []byte
-	// Version is the path's write count when it was read, for StoreMeta.
+	// Version is the path's write count when it was read, and the run
+	// of the Redis server it was read on, for StoreMeta.
 	Version string
 }
 
@@ -36,12 +39,14 @@ func (c *Client) LoadMeta(ctx context.Context, p string) (Meta, error) {
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Meta{}, c.unreachable(err)
 	}
-	m := Meta{Version: "0"}
-	if b, err := val.Bytes(); err == nil {
-		m.Value = b
-	}
+	id := c.server()
+	count := "0"
 	if v, err := ver.Result(); err == nil {
-		m.Version = v
+		count = v
+	}
+	m := Meta{Version: id + " " + count}
+	if b, err := val.Bytes(); err == nil {
+		m.Value = unwrap(id, b)
 	}
 	return m, nil
 }
@@ -62,11 +67,35 @@ func (c *Client) StoreMeta(ctx context.Context, p string, version string, value 
 	if c.degraded.Load() {
 		return false, ErrDegraded
 	}
-	n, err := storeIf.Run(ctx, c.rdb, []string{Key("md", p), Key("ver", p)}, version, value, max(1, ttl.Milliseconds())).Int64()
+	// The entry carries the run_id of the server its version was read
+	// on: a restart in between makes readers refuse it (unwrap).
+	id, count, _ := strings.Cut(version, " ")
+	n, err := storeIf.Run(ctx, c.rdb, []string{Key("md", p), Key("ver", p)}, count, wrap(id, value), max(1, ttl.Milliseconds())).Int64()
 	if err != nil {
 		return false, c.unreachable(err)
 	}
 	return n == 1, nil
+}
+
+// wrap prefixes an entry with the run_id of the Redis server whose
+// version of the path it answers. A Redis restarted from a snapshot
+// (RDB or AOF persistence) brings back the entries and versions of paths
+// written after the snapshot was taken, whose writes it lost; it also
+// has a new run_id, so unwrap refuses them all, and only entries of
+// versions read since the restart are handed out.
+func wrap(id string, value []byte) []byte {
+	b := make([]byte, 0, len(id)+1+len(value))
+	return append(append(append(b, id...), ' '), value...)
+}
+
+// unwrap returns the entry wrap made for the server run id, or nil for
+// one made on another run of it.
+func unwrap(id string, b []byte) []byte {
+	got, v, ok := bytes.Cut(b, []byte{' '})
+	if !ok || id == "" || string(got) != id {
+		return nil
+	}
+	return v
 }
 
 // TryLease takes the lease name for ttl if nobody holds it, and reports

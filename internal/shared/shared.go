@@ -110,6 +110,10 @@ type Client struct {
 	// time.Time (nil until the first successful join).
 	validUntil atomic.Pointer[time.Time]
 	seq        atomic.Uint64
+	// runID is the run_id of the Redis server this client's newest
+	// connection reached (onConnect): it changes with every restart of
+	// the server, which a snapshot it reloads does not undo (StoreMeta).
+	runID atomic.Pointer[string]
 
 	mu      sync.Mutex // guards waiters
 	waiters map[uint64]*ackWait
@@ -152,10 +156,37 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		_, _ = rand.Read(b[:])
 		node = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
 	}
-	c := &Client{opts: opts, rdb: redis.NewClient(ro), log: opts.Log.With("component", "shared", "node", node),
+	c := &Client{opts: opts, log: opts.Log.With("component", "shared", "node", node),
 		node: node, waiters: map[uint64]*ackWait{}, done: make(chan struct{})}
+	ro.OnConnect = c.onConnect
+	c.rdb = redis.NewClient(ro)
 	c.degraded.Store(true)
 	return c, nil
+}
+
+// onConnect learns the server's run_id on every new connection, before
+// the connection carries a command: a reply read on it is judged by the
+// run_id of the server that sent it.
+func (c *Client) onConnect(ctx context.Context, cn *redis.Conn) error {
+	info, err := cn.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			c.runID.Store(&id)
+			return nil
+		}
+	}
+	return fmt.Errorf("shared: redis INFO server has no run_id")
+}
+
+// server returns the run_id onConnect last learned, or "".
+func (c *Client) server() string {
+	if id := c.runID.Load(); id != nil {
+		return *id
+	}
+	return ""
 }
 
 // Node is this member's name.

@@ -198,3 +198,38 @@ func TestGroupRegistrations(t *testing.T) {
 		return len(m) == 1 && m[0] == "http://n1"
 	})
 }
+
+// A Redis restarted from a snapshot (RDB persistence is Debian's
+// default) brings back the second-level entries it held then, among them
+// entries of paths written since: none of them is handed out.
+func TestRestoredEntryNotServed(t *testing.T) {
+	r := testenv.StartRedis(t)
+	a := startMember(t, r.URL, "a", 600*time.Millisecond)
+	ctx := context.Background()
+	m, err := a.LoadMeta(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.StoreMeta(ctx, "/f", m.Version, []byte("before the write"), time.Hour); !ok || err != nil {
+		t.Fatalf("StoreMeta = %v, %v", ok, err)
+	}
+	if err := a.rdb.Save(ctx).Err(); err != nil { // the snapshot
+		t.Fatal(err)
+	}
+	if err := a.Invalidate(ctx, "/f"); err != nil { // the write, after it
+		t.Fatal(err)
+	}
+	r.Kill()
+	waitUntil(t, 5*time.Second, "degraded", a.Degraded)
+	r.Restart(t)
+	waitUntil(t, 10*time.Second, "sharing again", func() bool { return !a.Degraded() && a.Trusted() })
+	if m, err = a.LoadMeta(ctx, "/f"); err != nil || m.Value != nil {
+		t.Fatalf("LoadMeta after a restart from a snapshot = %q, %v; want no entry (the path was written since)", m.Value, err)
+	}
+	if ok, err := a.StoreMeta(ctx, "/f", m.Version, []byte("new"), time.Hour); !ok || err != nil {
+		t.Fatalf("StoreMeta after the restart = %v, %v", ok, err)
+	}
+	if m, _ = a.LoadMeta(ctx, "/f"); string(m.Value) != "new" {
+		t.Fatalf("LoadMeta = %q, want the entry stored since the restart", m.Value)
+	}
+}
