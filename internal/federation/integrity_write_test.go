@@ -271,3 +271,41 @@ func TestLookupOlderThanWriteNotCached(t *testing.T) {
 		t.Fatalf("an answer with no write in between was not cached")
 	}
 }
+
+// A PUT over an existing file is carried by the federator, not
+// redirected: after a 307 the client's write lands later, and a read in
+// between would put the old version back in the metadata cache (and in
+// the cache of the process), to be served after the write was
+// acknowledged. A new file may still be redirected.
+func TestPutOverExistingNotRedirected(t *testing.T) {
+	v1, v2 := randData(1000, 41), randData(2000, 42)
+	a := newFake("site-a", true)
+	a.put("/f", v1)
+	tf := startFed(t, cfgYAML(slowHealth+"\nmetadata_cache: {ttl: 1h, negative_ttl: 1h}", ep("site-a", "writable: true")), a)
+	length := func() string {
+		t.Helper()
+		resp, body := tf.do(t, "PROPFIND", "/f", http.Header{"Depth": {"0"}}, nil)
+		if resp.StatusCode != http.StatusMultiStatus {
+			t.Fatalf("PROPFIND /f = %d", resp.StatusCode)
+		}
+		_, rest, _ := strings.Cut(body, "getcontentlength>")
+		n, _, _ := strings.Cut(rest, "<")
+		return n
+	}
+	if n := length(); n != "1000" {
+		t.Fatalf("PROPFIND /f before = %s bytes, want 1000", n)
+	}
+	resp, msg := tf.do(t, "PUT", "/f", nil, bytes.NewReader(v2))
+	if resp.StatusCode == http.StatusTemporaryRedirect {
+		length()        // a reader between the answer and the client's write
+		a.put("/f", v2) // the client follows the redirect
+	} else if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT over /f = %d %q, want 204", resp.StatusCode, msg)
+	}
+	if n := length(); n != "2000" {
+		t.Fatalf("PROPFIND /f after the PUT (%d) = %s bytes, want 2000: the old version outlived the write", resp.StatusCode, n)
+	}
+	if resp, _ := tf.do(t, "PUT", "/new", nil, bytes.NewReader(v1)); resp.StatusCode != http.StatusTemporaryRedirect {
+		t.Errorf("PUT of a new file = %d, want 307", resp.StatusCode)
+	}
+}

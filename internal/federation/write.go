@@ -85,9 +85,10 @@ type WriteOptions struct {
 //     with 409 when a read-only endpoint of the federation holds the
 //     path: nothing could ever retire that copy.
 //   - A file that exists is written where it lives (the first writable
-//     endpoint holding it, by placement order), a new one by the
-//     placement rule: 307 to that endpoint when it can be sent to and no
-//     other replica needs retiring, else the federator writes it itself.
+//     endpoint holding it, by placement order), by the federator itself
+//     (putPlan.redirect says why); a new one by the placement rule: 307
+//     to that endpoint when it can be sent to, else the federator writes
+//     it itself.
 //   - A write the federator carries checks the client's digests while it
 //     streams: a mismatch aborts the write before the endpoint commits it
 //     (400, nothing stored).
@@ -176,11 +177,15 @@ func unanswered(e *entry) []string {
 }
 
 // redirect returns where the client may send the PUT itself: the
-// endpoint's URL when clients can reach it and no other replica needs
-// retiring; ok false when the federator must carry the write.
+// endpoint's URL when clients can reach it and the file is new; ok false
+// when the federator must carry the write. A file that exists is never
+// redirected: the client's write lands after the answer, and a read in
+// between would put the old version back in the metadata cache and in
+// the cache of the process, to be served after the write; other
+// replicas must be retired after the write, too.
 func (pl *putPlan) redirect(ctx context.Context) (*url.URL, bool) {
 	m := pl.m
-	if m.proxy || m.putProxy || len(pl.old) > 0 || pl.shared {
+	if m.proxy || m.putProxy || pl.existed || pl.shared {
 		return nil, false
 	}
 	u, err := endpoint.RedirectURL(ctx, m.ep, m.endpointPath(pl.p), endpoint.OpWrite)
