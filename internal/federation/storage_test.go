@@ -245,3 +245,59 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// onFirstRead runs fn before the first byte of r is read.
+type onFirstRead struct {
+	r    io.Reader
+	fn   func()
+	done bool
+}
+
+func (o *onFirstRead) Read(b []byte) (int, error) {
+	if !o.done {
+		o.done = true
+		o.fn()
+	}
+	return o.r.Read(b)
+}
+
+// Two conditional PUTs through the federator cannot both win: the
+// client's If-Match or If-None-Match is checked against the look-up, and
+// the write commits only on top of what the look-up saw on the endpoint
+// (endpoint.PutIf, atomic on the storage role). Here another writer
+// replaces the file while the body streams: the If-Match PUT is 412 and
+// the other writer's bytes stay; likewise for If-None-Match: * against
+// a file created meanwhile.
+func TestRealConditionalPutRace(t *testing.T) {
+	a := startSite(t, "site-a")
+	tf := realFed(t, "mode: proxy", a)
+	other := func(p string, data []byte) func() {
+		return func() {
+			req, _ := http.NewRequest("PUT", a.url()+strings.TrimPrefix(p, "/"), bytes.NewReader(data))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode/100 != 2 {
+				t.Errorf("the other writer's PUT: %v %v", resp, err)
+				return
+			}
+			resp.Body.Close()
+		}
+	}
+	a.write(t, "/f", []byte("version one"))
+	resp, _ := tf.do(t, "HEAD", "/f", nil, nil)
+	etag := resp.Header.Get("Etag")
+	if etag == "" {
+		t.Fatal("HEAD /f: no ETag")
+	}
+	body := &onFirstRead{r: strings.NewReader("mine, if nothing changed"), fn: other("/f", []byte("the other writer's"))}
+	resp, msg := tf.do(t, "PUT", "/f", http.Header{"If-Match": {etag}}, body)
+	got, _ := os.ReadFile(filepath.Join(a.dir, "f"))
+	if resp.StatusCode != http.StatusPreconditionFailed || string(got) != "the other writer's" {
+		t.Errorf("If-Match PUT racing another writer = %d %q, site holds %q; want 412 and the other writer's bytes", resp.StatusCode, msg, got)
+	}
+	body = &onFirstRead{r: strings.NewReader("mine, if nothing is there"), fn: other("/g", []byte("created meanwhile"))}
+	resp, msg = tf.do(t, "PUT", "/g", http.Header{"If-None-Match": {"*"}}, body)
+	got, _ = os.ReadFile(filepath.Join(a.dir, "g"))
+	if resp.StatusCode != http.StatusPreconditionFailed || string(got) != "created meanwhile" {
+		t.Errorf("If-None-Match PUT racing a create = %d %q, site holds %q; want 412 and the other writer's bytes", resp.StatusCode, msg, got)
+	}
+}

@@ -109,11 +109,22 @@ type putPlan struct {
 	p       string
 	m       *member    // the endpoint that takes the write
 	old     []*replica // replicas to retire once the write is done
+	mine    *replica   // the replica on m the look-up found, if any
 	existed bool
 	// shared: the federators share state, and a write must be seen by
 	// all of them before its answer, which a redirected client's write
 	// (after the answer) cannot be: the federator carries it.
 	shared bool
+}
+
+// seen is the condition for committing on m what the look-up saw there:
+// the replica's ETag, or nothing at the path. A replica without an ETag
+// gives no condition.
+func (pl *putPlan) seen() endpoint.Cond {
+	if pl.mine == nil {
+		return endpoint.Cond{IfNoneMatch: true}
+	}
+	return endpoint.Cond{IfMatch: pl.mine.info.ETag}
 }
 
 // writeErr is the error of a write: the status an HTTP client gets, the
@@ -150,6 +161,7 @@ func (f *Federator) planPut(ctx context.Context, s *snapshot, p string, o WriteO
 	pl.m = f.placeWrite(s, p, cands, e)
 	for _, rep := range e.replicas {
 		if rep.m == pl.m {
+			pl.mine = rep
 			continue
 		}
 		if !rep.m.writable && !rep.m.upstream {
@@ -222,7 +234,15 @@ func (f *Federator) commitPut(ctx context.Context, pl *putPlan, body io.Reader, 
 	}
 	start := time.Now()
 	cb := &checkedBody{r: body, d: httpx.NewBodyDigests(o.Want)}
-	err = m.ep.Put(ctx, m.endpointPath(p), cb, size)
+	if hasConditional(o.Cond) {
+		// The client's conditions were met by what the look-up saw:
+		// the write commits only on top of that, else two writers
+		// that saw one version could both win (endpoint.PutIf: atomic
+		// where the kind can, RFC 9110 §13.1).
+		err = endpoint.PutIf(ctx, m.ep, m.endpointPath(p), cb, size, pl.seen())
+	} else {
+		err = m.ep.Put(ctx, m.endpointPath(p), cb, size)
+	}
 	s.invalidate(p, 0)
 	if err != nil {
 		if cb.mismatch != nil {
