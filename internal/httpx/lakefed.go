@@ -27,6 +27,14 @@ const PathUnavailableHeader = "X-Lakefed-Path-Unavailable"
 // headers on PUT and would replace whatever is there.
 const ConditionalPutHeader = "X-Lakefed-Conditional-Put"
 
+// EmptyDeleteHeader, with the value "empty", asks a lakefed storage role
+// to DELETE a collection only if it is empty, in one step (rmdir(2)),
+// and answer 409 otherwise: WebDAV's DELETE of a collection removes the
+// whole tree (RFC 4918 §9.6.1), so a client that checked the collection
+// was empty and then deleted it would also remove a file written in
+// between. Other servers ignore the header.
+const EmptyDeleteHeader = "X-Lakefed-Delete"
+
 // DirType is the Content-Type a lakefed federator gives a directory on
 // HEAD (the convention of Apache mod_dav and others).
 const DirType = "httpd/unix-directory"

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/keptsum"
 )
 
@@ -280,4 +281,34 @@ func TestCopyPutBackFailureKeepsDestination(t *testing.T) {
 	if temps := tempEntries(t, ts.root); len(temps) != 0 {
 		t.Errorf("temp entries left: %v", temps)
 	}
+}
+
+// A DELETE asking for an empty collection only (httpx.EmptyDeleteHeader,
+// what the http kind sends for an rmdir, after listing the directory
+// empty) removes it in one step with the emptiness check: a file
+// committed after the caller's listing, or one being uploaded (its temp
+// file beside it), makes it 409 and stays. Without the header a DELETE
+// removes the tree (RFC 4918 §9.6.1).
+func TestDeleteEmptyOnly(t *testing.T) {
+	ts := startServer(t, Config{})
+	empty := []string{httpx.EmptyDeleteHeader, "empty"}
+	ts.write(t, "d/f", "written after the listing", time.Time{})
+	resp, body := ts.do(t, "DELETE", "/d/", nil, empty...)
+	wantStatus(t, resp, body, http.StatusConflict)
+	if _, err := os.Stat(filepath.Join(ts.root, "d", "f")); err != nil {
+		t.Fatalf("the file in the directory: %v; a DELETE of an empty directory removed it", err)
+	}
+	ts.write(t, "u/.lakefed-upload-x", "an upload in progress", time.Time{})
+	resp, body = ts.do(t, "DELETE", "/u/", nil, empty...)
+	wantStatus(t, resp, body, http.StatusConflict)
+	if err := os.Mkdir(filepath.Join(ts.root, "e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = ts.do(t, "DELETE", "/e/", nil, empty...)
+	wantStatus(t, resp, body, http.StatusNoContent)
+	resp, body = ts.do(t, "DELETE", "/d/f", nil, empty...) // a file: the header changes nothing
+	wantStatus(t, resp, body, http.StatusNoContent)
+	ts.write(t, "t/g", "x", time.Time{})
+	resp, body = ts.do(t, "DELETE", "/t/", nil)
+	wantStatus(t, resp, body, http.StatusNoContent)
 }

@@ -65,3 +65,31 @@ func (s *Server) serveDAVWrite(w http.ResponseWriter, r *http.Request, tg davloc
 	defer release()
 	s.dav.ServeHTTP(w, r)
 }
+
+// deleteEmptyDir answers a DELETE of the directory p that asked for an
+// empty one only (httpx.EmptyDeleteHeader), and reports whether it did;
+// false leaves the request to serveDAVWrite (p is not a directory). The
+// emptiness is the kernel's, checked by rmdir(2) with the removal: a
+// file being uploaded into p (its temp file is beside its target) or
+// committed since the caller listed p makes it 409, never lost.
+func (s *Server) deleteEmptyDir(w http.ResponseWriter, r *http.Request, p string) bool {
+	var st unix.Stat_t
+	if s.statRel(rel(p), &st) != nil || !isDir(&st) {
+		return false
+	}
+	release, ok := s.locks.Guard(w, r, davlock.Target{Path: p, Deep: true})
+	if !ok {
+		return true
+	}
+	defer release()
+	switch err := s.root.Remove(rel(p)); {
+	case err == nil:
+		w.WriteHeader(http.StatusNoContent)
+	case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST):
+		httpError(w, http.StatusConflict, "directory not empty")
+	default:
+		code, reason := s.fsStatus(r, err)
+		httpError(w, code, reason)
+	}
+	return true
+}

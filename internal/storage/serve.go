@@ -227,6 +227,9 @@ func (s *Server) dispatch(w *respWriter, r *http.Request) int64 {
 			httpError(w, http.StatusForbidden, "the root cannot be deleted")
 			return 0
 		}
+		if r.Header.Get(httpx.EmptyDeleteHeader) == "empty" && s.deleteEmptyDir(w, r, p) {
+			return 0
+		}
 		s.serveDAVWrite(w, r, davlock.Target{Path: p, Deep: true})
 	case "PROPPATCH":
 		if code, reason := checkXMLBody(r); code != 0 {

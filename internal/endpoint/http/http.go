@@ -393,7 +393,10 @@ func (e *Endpoint) Probe(ctx context.Context) error {
 
 // Delete removes the file or empty directory p. It asks first what p is:
 // WebDAV's DELETE removes a whole tree (RFC 4918 §9.6), and the contract
-// is that a non-empty directory is refused.
+// is that a non-empty directory is refused. A lakefed storage role checks
+// the emptiness again with the removal (httpx.EmptyDeleteHeader); other
+// servers do not, and remove a file made between the listing and the
+// DELETE with the directory.
 func (e *Endpoint) Delete(ctx context.Context, p string) error {
 	if p == "/" {
 		return fail("delete", p, fmt.Errorf("%w: is the root", endpoint.ErrRefused))
@@ -411,11 +414,21 @@ func (e *Endpoint) Delete(ctx context.Context, p string) error {
 			return fail("delete", p, endpoint.ErrNotEmpty)
 		}
 	}
-	resp, cancel, err := e.meta(ctx, http.MethodDelete, e.url(p, info.IsDir), nil, nil)
+	var hdr http.Header
+	if info.IsDir {
+		// A lakefed storage role removes it only if it is still empty;
+		// others remove the tree, with any file made since the listing.
+		hdr = http.Header{httpx.EmptyDeleteHeader: {"empty"}}
+	}
+	resp, cancel, err := e.meta(ctx, http.MethodDelete, e.url(p, info.IsDir), hdr, nil)
 	if err != nil {
 		return fail("delete", p, err)
 	}
 	defer cancel()
+	if info.IsDir && resp.StatusCode == http.StatusConflict {
+		drain(resp)
+		return fail("delete", p, endpoint.ErrNotEmpty)
+	}
 	if resp.StatusCode/100 != 2 {
 		return fail("delete", p, statusError(resp, nil))
 	}
