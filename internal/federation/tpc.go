@@ -43,16 +43,20 @@ func (f *Federator) serveCopy(rq *request) {
 	var where string
 	if pull {
 		// A pull is a write: the rules of a PUT (Federator.Put) place it
-		// and refuse it, and since the copy runs between the two storage
-		// elements after the answer, nothing can retire another replica
-		// once it is done: a path held elsewhere is refused.
+		// and refuse it. The copy runs between the two storage elements
+		// after the answer, so a file that exists is refused, as a PUT
+		// over one is never redirected (putPlan.redirect): nothing could
+		// retire its other replicas once the copy is done, and a read
+		// before its end would cache the old version again.
 		pl, err := f.planPut(r.Context(), s, p, WriteOptions{Hops: rq.hops, Cond: r.Header})
-		if err == nil && len(pl.old) > 0 {
+		if err == nil && pl.existed {
 			var names []string
-			for _, rep := range pl.old {
-				names = append(names, rep.m.name)
+			for _, rep := range append(pl.old, pl.mine) {
+				if rep != nil {
+					names = append(names, rep.m.name)
+				}
 			}
-			err = writeErr(http.StatusConflict, endpoint.ErrExist, "lakefed: %s: replicas on %s would keep the old version after a third-party copy; delete the file first", p, strings.Join(names, ", "))
+			err = writeErr(http.StatusConflict, endpoint.ErrExist, "lakefed: %s: exists on %s, whose old version a third-party copy could not replace everywhere before its end; delete the file first", p, strings.Join(names, ", "))
 		}
 		if err == nil {
 			err = f.sharedWritable(p)

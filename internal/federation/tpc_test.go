@@ -11,6 +11,7 @@ import (
 func TestThirdPartyCopyRedirects(t *testing.T) {
 	a, b, c := newFake("site-a", true), newFake("site-b", true), newFake("site-c", false)
 	b.put("/has", []byte("data"))
+	a.put("/mine", []byte("data"))
 	c.put("/proxied-only", []byte("data"))
 	tf := startFed(t, cfgYAML(slowHealth, ep("site-a", "priority: 1", "writable: true"), ep("site-b", "priority: 2"),
 		ep("site-c", "priority: 3")), a, b, c)
@@ -21,6 +22,8 @@ func TestThirdPartyCopyRedirects(t *testing.T) {
 		loc        string
 	}{
 		{"pull", "/new", http.Header{"Source": {"https://remote.example/x"}}, 307, "http://site-a.example/new"},
+		{"pull over a file elsewhere", "/has", http.Header{"Source": {"https://remote.example/x"}}, 409, ""},
+		{"pull over a file where it would land", "/mine", http.Header{"Source": {"https://remote.example/x"}}, 409, ""},
 		{"push", "/has", http.Header{"Destination": {"https://remote.example/x"}}, 307, "http://site-b.example/has"},
 		{"push of a missing file", "/missing", http.Header{"Destination": {"https://remote.example/x"}}, 404, ""},
 		{"push from a proxied endpoint", "/proxied-only", http.Header{"Destination": {"https://remote.example/x"}}, 501, ""},
