@@ -446,6 +446,21 @@ func (b *Buffer) prefixOf(p string) *Prefix {
 	return best
 }
 
+// Holds returns the buffered prefix p is under, or "". With tree it also
+// returns one below p: a directory whose move would take buffered files
+// along. A rename, truncate or chmod there is refused, over HTTP (Wrap)
+// and at the root:// door: a file may not have reached its endpoint yet,
+// and the federator would change an older copy on a target, or put the
+// file where the buffer never migrates it.
+func (b *Buffer) Holds(p string, tree bool) string {
+	for _, pr := range b.cfg.Prefixes {
+		if under(p, pr.Prefix) || tree && under(pr.Prefix, p) {
+			return pr.Prefix
+		}
+	}
+	return ""
+}
+
 // under reports whether the clean path p is prefix or below it, by whole
 // segments ("/a/bc" is not under "/a/b").
 func under(p, prefix string) bool {

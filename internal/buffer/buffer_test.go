@@ -783,3 +783,32 @@ func TestNameTargetsRefuse(t *testing.T) {
 		t.Errorf("target holds %q", got)
 	}
 }
+
+// A MOVE from or to a buffered prefix, or of a directory above one, is
+// refused (403) before next sees it: a file there may be only in the
+// buffer, and the move would act on an older copy on a target, or put
+// the file on an endpoint the buffer never migrates to. Elsewhere a
+// MOVE is next's.
+func TestMoveRefusedUnderPrefix(t *testing.T) {
+	_, siteEp, next := storageTarget(t, "site")
+	_, srv := start(t, fastRetry(Config{Prefixes: []Prefix{{Prefix: "/out", Targets: []endpoint.Endpoint{siteEp}}}}), next, Options{})
+	move := func(from, to string) int {
+		t.Helper()
+		req, _ := http.NewRequest("MOVE", srv.URL+from, nil)
+		req.Header.Set("Destination", srv.URL+to)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range [][2]string{{"/elsewhere/f", "/out/f"}, {"/out/f", "/elsewhere/f"}, {"/", "/x"}, {"/elsewhere", "/out/d"}} {
+		if code := move(c[0], c[1]); code != http.StatusForbidden {
+			t.Errorf("MOVE %s to %s = %d, want 403", c[0], c[1], code)
+		}
+	}
+	if code := move("/elsewhere/f", "/outside/f"); code == http.StatusForbidden {
+		t.Errorf("MOVE outside the buffered prefix = %d: the buffer refused it", code)
+	}
+}

@@ -3,8 +3,10 @@ package buffer
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"slices"
@@ -30,6 +32,8 @@ import (
 //   - DELETE of a path the buffer holds is serveDelete: journaled, and
 //     carried to the targets by the mover; meanwhile GET, HEAD and
 //     PROPFIND say 404;
+//   - MOVE from or to a buffered prefix (or a directory above one) is
+//     refused (Holds);
 //   - everything else goes to next.
 //
 // A path that does not pass httpx.CleanPath goes to next, which refuses
@@ -63,6 +67,10 @@ func (b *Buffer) Wrap(next http.Handler) http.Handler {
 			}
 		case http.MethodDelete:
 			if pre := b.prefixOf(p); pre != nil && b.serveDelete(w, r, p, pre, next) {
+				return
+			}
+		case "MOVE":
+			if b.refuseMove(w, r, p) {
 				return
 			}
 		}
@@ -396,4 +404,24 @@ func writeMultistatus(w http.ResponseWriter, items []davEntry) {
 		davxml.AppendResponse(&sb, it.path, it.info)
 	}
 	davxml.WriteMultistatus(w, &sb)
+}
+
+// refuseMove answers 403 to a MOVE whose source or destination the
+// buffer holds (Holds), and reports whether it did. A Destination it
+// cannot read is next's to refuse.
+func (b *Buffer) refuseMove(w http.ResponseWriter, r *http.Request, p string) bool {
+	paths := []string{p}
+	if u, err := url.Parse(r.Header.Get("Destination")); err == nil {
+		if to, err := httpx.CleanPath(u.Path); err == nil {
+			paths = append(paths, to)
+		}
+	}
+	for _, q := range paths {
+		if pre := b.Holds(q, true); pre != "" {
+			httpx.WriteError(w, http.StatusForbidden, fmt.Sprintf(
+				"buffer: MOVE %s: the write buffer holds %s, where a file may not have reached its endpoint yet; a move there is not supported", q, pre))
+			return true
+		}
+	}
+	return false
 }

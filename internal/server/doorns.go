@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"strings"
 
+	"github.com/lakefed/lakefed/internal/buffer"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/xrootd"
@@ -25,7 +25,7 @@ type bufferedDoor struct {
 	xrootd.Namespace // the overlay
 	ep               endpoint.Endpoint
 	fed              *federation.Namespace
-	prefixes         []string
+	buf              *buffer.Buffer
 }
 
 var (
@@ -39,28 +39,12 @@ var (
 
 // newBufferedDoor wraps overlay, the buffer's view of fed.
 func (s *Server) newBufferedDoor(overlay endpoint.Endpoint, fed *federation.Namespace) *bufferedDoor {
-	d := &bufferedDoor{Namespace: overlay.(xrootd.Namespace), ep: overlay, fed: fed}
-	for _, p := range s.cfg.Buffer.Prefixes {
-		d.prefixes = append(d.prefixes, p.Prefix)
-	}
-	return d
+	return &bufferedDoor{Namespace: overlay.(xrootd.Namespace), ep: overlay, fed: fed, buf: s.buffer}
 }
 
 func (d *bufferedDoor) Name() string                               { return d.ep.Name() }
 func (d *bufferedDoor) Delete(ctx context.Context, p string) error { return d.ep.Delete(ctx, p) }
 func (d *bufferedDoor) Mkdir(ctx context.Context, p string) error  { return d.ep.Mkdir(ctx, p) }
-
-// buffered returns the buffered prefix p is under, or "". With tree it
-// also returns one that lies below p, a directory whose move would take
-// buffered files along.
-func (d *bufferedDoor) buffered(p string, tree bool) string {
-	for _, pre := range d.prefixes {
-		if pre == "/" || p == pre || strings.HasPrefix(p, pre+"/") || tree && (p == "/" || strings.HasPrefix(pre, p+"/")) {
-			return pre
-		}
-	}
-	return ""
-}
 
 func (d *bufferedDoor) refuse(op, p, pre string) error {
 	return fmt.Errorf("%s %s: the write buffer holds %s, where a file may not have reached its endpoint yet; a %s there is not supported: %w",
@@ -69,7 +53,7 @@ func (d *bufferedDoor) refuse(op, p, pre string) error {
 
 func (d *bufferedDoor) Rename(ctx context.Context, from, to string) error {
 	for _, p := range []string{from, to} {
-		if pre := d.buffered(p, true); pre != "" {
+		if pre := d.buf.Holds(p, true); pre != "" {
 			return d.refuse("mv", p, pre)
 		}
 	}
@@ -77,14 +61,14 @@ func (d *bufferedDoor) Rename(ctx context.Context, from, to string) error {
 }
 
 func (d *bufferedDoor) Truncate(ctx context.Context, p string, size int64) error {
-	if pre := d.buffered(p, false); pre != "" {
+	if pre := d.buf.Holds(p, false); pre != "" {
 		return d.refuse("truncate", p, pre)
 	}
 	return d.fed.Truncate(ctx, p, size)
 }
 
 func (d *bufferedDoor) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
-	if pre := d.buffered(p, false); pre != "" {
+	if pre := d.buf.Holds(p, false); pre != "" {
 		return d.refuse("chmod", p, pre)
 	}
 	return d.fed.Chmod(ctx, p, mode)
