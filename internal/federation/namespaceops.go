@@ -101,7 +101,7 @@ func (f *Federator) move(ctx context.Context, s *snapshot, from, to string, o Wr
 		return refuse(http.StatusForbidden, endpoint.ErrRefused, "%s is a directory of the federation itself (a parent of an endpoint's prefix)", from)
 	case src.incomplete:
 		return refuse(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
-			"%s could not be asked, and may hold a copy that would stay under the old name", strings.Join(unanswered(src), ", "))
+			"%s could not be asked, and may hold a copy that would stay under the old name", strings.Join(unanswered(src, true), ", "))
 	case len(src.replicas) > 1:
 		return refuse(http.StatusForbidden, endpoint.ErrUnsupported,
 			"%s is held by %s: a rename on several endpoints cannot be made all-or-nothing (one may fail after another succeeded, and so may the undo); remove the other copies first",
@@ -125,7 +125,7 @@ func (f *Federator) move(ctx context.Context, s *snapshot, from, to string, o Wr
 	dst := f.locate(ctx, s, to, o.Hops, false)
 	if dst.status == http.StatusServiceUnavailable || dst.incomplete {
 		return refuse(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
-			"%s could not be asked, and may hold a version of the destination", strings.Join(unanswered(dst), ", "))
+			"%s could not be asked, and may hold a version of the destination", strings.Join(unanswered(dst, true), ", "))
 	}
 	if code, msg := putPreconditions(o.Cond, dst); code != 0 {
 		return refuse(code, endpoint.ClassOfStatus(code), "%s", msg)
@@ -250,7 +250,7 @@ func (f *Federator) Rmdir(ctx context.Context, p string, o WriteOptions) (err er
 		return refuse(http.StatusForbidden, endpoint.ErrRefused, "a directory of the federation itself (a parent of an endpoint's prefix) cannot be removed")
 	case e.incomplete:
 		return refuse(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
-			"nothing removed: %s could not be asked, and may hold the directory", strings.Join(unanswered(e), ", "))
+			"nothing removed: %s could not be asked, and may hold the directory", strings.Join(unanswered(e, true), ", "))
 	}
 	for _, rep := range e.replicas {
 		if !rep.m.writable {
@@ -300,7 +300,7 @@ func (f *Federator) one(ctx context.Context, s *snapshot, op, p string, o WriteO
 		return refuse(http.StatusForbidden, endpoint.ErrRefused, "is a directory")
 	case e.incomplete:
 		return refuse(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
-			"%s could not be asked, and may hold a copy that would stay as it is", strings.Join(unanswered(e), ", "))
+			"%s could not be asked, and may hold a copy that would stay as it is", strings.Join(unanswered(e, true), ", "))
 	case len(e.replicas) > 1:
 		return refuse(http.StatusForbidden, endpoint.ErrUnsupported,
 			"held by %s: an in-place change on several endpoints cannot be made all-or-nothing (one may fail after another succeeded)",
@@ -384,7 +384,7 @@ func (f *Federator) Chmod(ctx context.Context, p string, mode fs.FileMode, o Wri
 		return refuse(http.StatusForbidden, endpoint.ErrRefused, "a directory of the federation itself has no permissions of its own")
 	case e.incomplete:
 		return refuse(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
-			"%s could not be asked, and may hold a copy that would keep its mode", strings.Join(unanswered(e), ", "))
+			"%s could not be asked, and may hold a copy that would keep its mode", strings.Join(unanswered(e, true), ", "))
 	}
 	for _, rep := range e.replicas {
 		if !rep.m.writable {

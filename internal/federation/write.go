@@ -143,9 +143,12 @@ func (f *Federator) planPut(ctx context.Context, s *snapshot, p string, o WriteO
 		return nil, writeErr(http.StatusForbidden, endpoint.ErrRefused, "lakefed: %s: no writable endpoint holds this path", p)
 	}
 	e := f.locate(ctx, s, p, o.Hops, false)
-	if e.status == http.StatusServiceUnavailable || e.incomplete {
+	// Upstream federators are asked only when no local endpoint has the
+	// file, so once this write lands theirs is never read again: one
+	// that does not answer cannot undo it.
+	if silent := unanswered(e, false); len(silent) > 0 {
 		return nil, writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
-			"lakefed: %s: not written: %s could not be asked, and may hold a version that would undo this write when it returns", p, strings.Join(unanswered(e), ", "))
+			"lakefed: %s: not written: %s could not be asked, and may hold a version that would undo this write when it returns", p, strings.Join(silent, ", "))
 	}
 	if code, msg := putPreconditions(o.Cond, e); code != 0 {
 		class := endpoint.ErrRefused
@@ -174,16 +177,18 @@ func (f *Federator) planPut(ctx context.Context, s *snapshot, p string, o WriteO
 }
 
 // unanswered names the endpoints of a look-up that did not answer.
-func unanswered(e *entry) []string {
+// unanswered names the endpoints of a look-up that did not answer,
+// upstream federators only withUpstreams.
+func unanswered(e *entry, withUpstreams bool) []string {
 	var names []string
 	for _, a := range e.answers {
+		if a.m.upstream && !withUpstreams {
+			continue
+		}
 		switch a.kind {
 		case ansDown, ansUnavailable, ansSlow:
 			names = append(names, a.m.name+" ("+a.kind.String()+")")
 		}
-	}
-	if len(names) == 0 {
-		names = []string{"an endpoint"}
 	}
 	return names
 }
@@ -521,9 +526,11 @@ func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOp
 	if len(e.replicas) == 0 {
 		return writeErr(http.StatusForbidden, endpoint.ErrRefused, "lakefed: %s: a directory of the federation itself cannot be deleted", p)
 	}
-	if e.incomplete {
+	// An upstream counts here: once the local replicas are gone, the
+	// upstream's copy is what readers are sent to.
+	if silent := unanswered(e, true); len(silent) > 0 {
 		return writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
-			"lakefed: delete %s: nothing deleted: %s could not be asked, and may hold a replica that would bring the file back", p, strings.Join(unanswered(e), ", "))
+			"lakefed: delete %s: nothing deleted: %s could not be asked, and may hold a replica that would bring the file back", p, strings.Join(silent, ", "))
 	}
 	if o.Hops > 0 {
 		ctx = httpx.WithHops(ctx, o.Hops)
