@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // TestBenchInterrupted: a bench run is in the store from its start
@@ -43,16 +44,15 @@ func TestBenchInterrupted(t *testing.T) {
 		done <- benchMain(ctx, &out, []string{"open", "--db", db, "--speed", "10", "--jobs", "4",
 			"--ramp-every", "60s", "--hold", "600s", "--files", "10", srv.URL + "/"})
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for opens.Load() < 10 {
+	if !testenv.Within(30*time.Second, func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("bench open ended before it was interrupted: %v", err)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bench open made %d opens in 30s", opens.Load())
-		}
+		return opens.Load() >= 10
+	}) {
+		t.Fatalf("bench open made %d opens in 30s", opens.Load())
 	}
 
 	// While it runs.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server/servertest"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // bufferFed runs a federator with a write buffer: files under /out go to
@@ -50,16 +51,12 @@ func bufferFed(t *testing.T) (string, string) {
 			t.Fatalf("PUT %s = %d, want 201", p, resp.StatusCode)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st := apiBuffer(t, fed.URL)
-		if st.Migrated == 3 && st.PendingFiles == 2 && len(st.Failures) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the buffer did not reach 3 migrated and 2 failing files: %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var st bufferStatusJSON
+	if !testenv.Within(30*time.Second, func() bool {
+		st = apiBuffer(t, fed.URL)
+		return st.Migrated == 3 && st.PendingFiles == 2 && len(st.Failures) == 2
+	}) {
+		t.Fatalf("the buffer did not reach 3 migrated and 2 failing files: %+v", st)
 	}
 	return fed.URL, dead
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // TestServePprof: the opt-in profiling listener answers pprof requests and
@@ -137,10 +138,7 @@ func TestStorageCopyKill9(t *testing.T) {
 			resp.Body.Close()
 			answered <- resp.StatusCode
 		}()
-		deadline := time.Now().Add(30 * time.Second)
-		for len(tempDirs(t, root)) == 0 && len(answered) == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond) // polling with a deadline
-		}
+		testenv.Within(30*time.Second, func() bool { return len(tempDirs(t, root)) > 0 || len(answered) > 0 })
 		_ = child.Process.Kill() // SIGKILL
 		_ = child.Wait()
 		if code := <-answered; code != 0 {
@@ -154,16 +152,12 @@ func TestStorageCopyKill9(t *testing.T) {
 	t.Logf("the kill left %s", left)
 
 	_, _ = startStorageChild(t, root, "--stale-upload-age", "1s")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, err := os.Lstat(filepath.Join(root, left))
-		if os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still there 20s after the restart with --stale-upload-age 1s (%v), want it swept", left, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	var err error
+	if !testenv.Within(20*time.Second, func() bool {
+		_, err = os.Lstat(filepath.Join(root, left))
+		return os.IsNotExist(err)
+	}) {
+		t.Fatalf("%s still there 20s after the restart with --stale-upload-age 1s (%v), want it swept", left, err)
 	}
 	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err == nil && strings.HasPrefix(d.Name(), copyTemp) {

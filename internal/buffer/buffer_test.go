@@ -29,6 +29,7 @@ import (
 	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/storage/storagetest"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // storageTarget runs the storage role and returns it as an http endpoint,
@@ -170,13 +171,13 @@ func TestReadYourWrites(t *testing.T) {
 		}
 	})
 	close(gated.gate)
-	eventually(t, 15*time.Second, "v2 not migrated and retired", func() bool {
+	testenv.Eventually(t, 15*time.Second, "v2 not migrated and retired", func() bool {
 		st := b.Status()
 		return st.Migrated >= 1 && st.HeldFiles == 0
 	})
 	// Reads after retirement come from the target.
 	r0 := reads.Load()
-	eventually(t, 10*time.Second, "no reads after retirement", func() bool { return reads.Load() >= r0+3 })
+	testenv.Eventually(t, 10*time.Second, "no reads after retirement", func() bool { return reads.Load() >= r0+3 })
 	close(stopReads)
 	readers.Wait()
 	if wrong.Load() != 0 {
@@ -269,7 +270,7 @@ func TestTargetDownThenUp(t *testing.T) {
 	if resp := put(t, srv.URL+"/x/f", data); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("PUT = %d", resp.StatusCode)
 	}
-	eventually(t, 10*time.Second, "no repeated failures recorded", func() bool {
+	testenv.Eventually(t, 10*time.Second, "no repeated failures recorded", func() bool {
 		st := b.Status()
 		return len(st.Failures) == 1 && st.Failures[0].Attempts >= 3
 	})
@@ -292,7 +293,7 @@ func TestTargetDownThenUp(t *testing.T) {
 	// A copy starts with a look at the target (the condition of its
 	// write), so a probe of a target that is down is a Stat.
 	p0 := f.puts.Load() + f.stats.Load()
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond) // the window the probes are counted in
 	// Backoff is 5 ms doubling to 40 ms with jitter: at most ~40 probes
 	// in 400 ms with a few in parallel; 21 files each retrying on their
 	// own would make hundreds.
@@ -303,7 +304,7 @@ func TestTargetDownThenUp(t *testing.T) {
 		t.Fatalf("Status while down = %+v", st)
 	}
 	f.down.Store(false)
-	eventually(t, 10*time.Second, "not migrated after the target came back", func() bool { return b.Status().PendingFiles == 0 })
+	testenv.Eventually(t, 10*time.Second, "not migrated after the target came back", func() bool { return b.Status().PendingFiles == 0 })
 	if got := readFile(t, dir, "/x/f"); !bytes.Equal(got, data) {
 		t.Fatalf("target holds %q", got)
 	}
@@ -351,7 +352,7 @@ func TestBadTarget(t *testing.T) {
 				Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{target}}}}), nil, Options{Registerer: reg})
 			data := randBytes(rand.New(rand.NewPCG(3, 4)), 100_000)
 			put(t, srv.URL+"/f", data)
-			eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
+			testenv.Eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
 			if got := readFile(t, dir, "/f"); !bytes.Equal(got, data) {
 				t.Fatalf("target holds %d bytes, not the file", len(got))
 			}
@@ -453,7 +454,7 @@ func TestFull(t *testing.T) {
 		b, srv := start(t, Config{MaxBytes: 1000, KeepAfterMigration: time.Hour,
 			Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{disk}}}}, nil, Options{})
 		put(t, srv.URL+"/a", bytes.Repeat([]byte("a"), 600))
-		eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
+		testenv.Eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
 		if st := b.Status(); st.HeldFiles != 1 {
 			t.Fatalf("the migrated file is not kept: %+v", st)
 		}
@@ -531,7 +532,7 @@ func TestRefusedPuts(t *testing.T) {
 	if resp := put(t, srv.URL+"/inside", data); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("PUT to /inside (not under /in) = %d, want next's 404", resp.StatusCode)
 	}
-	eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
+	testenv.Eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
 	if n := b.Status().Migrated; n != 2 {
 		t.Fatalf("%d files migrated, want the 2 accepted", n)
 	}
@@ -570,7 +571,7 @@ func TestRecover(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "data", "0123456789abcdef01234567"), []byte("never journaled"), 0o644)
 
 	b2, _ := start(t, cfg, nil, Options{})
-	eventually(t, 10*time.Second, "recovered files not migrated", func() bool { return b2.Status().Migrated == 3 })
+	testenv.Eventually(t, 10*time.Second, "recovered files not migrated", func() bool { return b2.Status().Migrated == 3 })
 	for p, data := range files {
 		if got := readFile(t, target, p); !bytes.Equal(got, data) {
 			t.Fatalf("%s on the target = %q, want %q", p, got, data)
@@ -579,7 +580,7 @@ func TestRecover(t *testing.T) {
 	if n := dirNames(t, filepath.Join(dir, "tmp")); len(n) != 0 {
 		t.Fatalf("tmp holds %v after recovery", n)
 	}
-	eventually(t, 5*time.Second, "spool not emptied", func() bool { return len(dirNames(t, filepath.Join(dir, "data"))) == 0 })
+	testenv.Eventually(t, 5*time.Second, "spool not emptied", func() bool { return len(dirNames(t, filepath.Join(dir, "data"))) == 0 })
 }
 
 // TestStatusHandler: /api/buffer gives the figures and the history.
@@ -589,7 +590,7 @@ func TestStatusHandler(t *testing.T) {
 	f.down.Store(true)
 	b, srv := start(t, fastRetry(Config{Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{f}}}}), nil, Options{})
 	put(t, srv.URL+"/a", make([]byte, 1234))
-	eventually(t, 10*time.Second, "no failure", func() bool { return len(b.Status().Failures) > 0 })
+	testenv.Eventually(t, 10*time.Second, "no failure", func() bool { return len(b.Status().Failures) > 0 })
 	rec := httptest.NewRecorder()
 	b.StatusHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/buffer", nil))
 	var got struct {
@@ -630,7 +631,7 @@ func TestDelete(t *testing.T) {
 	if resp, _ := get(t, srv.URL+"/f"); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("GET after DELETE = %d", resp.StatusCode)
 	}
-	time.Sleep(50 * time.Millisecond)
+	testenv.Eventually(t, 5*time.Second, "every copy to the target returned", func() bool { return gated.returned.Load() == gated.puts.Load() })
 	if _, err := os.Stat(filepath.Join(dir, "f")); !os.IsNotExist(err) {
 		t.Fatalf("the deleted file reached the target: %v", err)
 	}
@@ -743,7 +744,7 @@ func TestOverlayPut(t *testing.T) {
 		t.Fatalf("Put outside the prefixes: origin holds %q", got)
 	}
 	close(gated.gate)
-	eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
+	testenv.Eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
 	if got := readFile(t, originDir, "/buf/f"); string(got) != "via the door" {
 		t.Fatalf("after migration origin holds %q", got)
 	}
@@ -778,7 +779,7 @@ func TestNameTargetsRefuse(t *testing.T) {
 	if resp := put(t, srv.URL+"/d/%C3%A9t%C3%A9.root", []byte("utf-8 name")); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("PUT of a UTF-8 name = %d, want 201", resp.StatusCode)
 	}
-	eventually(t, 10*time.Second, "the UTF-8 name did not migrate", func() bool { return b.Status().PendingFiles == 0 })
+	testenv.Eventually(t, 10*time.Second, "the UTF-8 name did not migrate", func() bool { return b.Status().PendingFiles == 0 })
 	if got := readFile(t, site.Dir, "/d/été.root"); string(got) != "utf-8 name" {
 		t.Errorf("target holds %q", got)
 	}

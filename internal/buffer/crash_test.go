@@ -23,6 +23,7 @@ import (
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/posix"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // The crash loop's child: the test binary run again with these set.
@@ -159,18 +160,16 @@ func (w *crashWorld) startChild() {
 		w.t.Fatal(err)
 	}
 	w.child, w.stdin = cmd, stdin
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if a, err := os.ReadFile(addrFile); err == nil {
+	if !testenv.Within(30*time.Second, func() bool {
+		a, err := os.ReadFile(addrFile)
+		if err == nil {
 			s := string(a)
 			w.addr.Store(&s)
-			return
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(w.scratch, "child.log"))
-			w.t.Fatalf("child did not start within 30s:\n%s", log)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return err == nil
+	}) {
+		log, _ := os.ReadFile(filepath.Join(w.scratch, "child.log"))
+		w.t.Fatalf("child did not start within 30s:\n%s", log)
 	}
 }
 
@@ -206,11 +205,11 @@ func (w *crashWorld) pathLock(p string) *sync.Mutex {
 // committed without answering is the one acknowledged next.
 func (w *crashWorld) write(client *http.Client, p string, data []byte) bool {
 	sum := httpx.Adler32Of(data)
-	for {
+	var ok bool
+	if !testenv.Within(time.Minute, func() bool {
 		u := w.url(p)
 		if u == "" {
-			time.Sleep(2 * time.Millisecond)
-			continue
+			return false // between a kill and the restart
 		}
 		req, _ := http.NewRequest(http.MethodPut, u, bytes.NewReader(data))
 		if len(data)%2 == 0 {
@@ -219,8 +218,7 @@ func (w *crashWorld) write(client *http.Client, p string, data []byte) bool {
 		resp, err := client.Do(req)
 		if err != nil {
 			w.fails.Add(1)
-			time.Sleep(2 * time.Millisecond)
-			continue
+			return false
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -233,30 +231,31 @@ func (w *crashWorld) write(client *http.Client, p string, data []byte) bool {
 			w.acked[p] = sum
 			w.mu.Unlock()
 			w.puts.Add(1)
-			return true
+			ok = true
 		default:
 			w.t.Errorf("PUT %s = %d", p, resp.StatusCode)
-			return false
 		}
+		return true
+	}) {
+		w.t.Errorf("PUT %s: no child answered within a minute", p)
 	}
+	return ok
 }
 
 // remove DELETEs p until the child answers, sending it again after a
 // kill; 204 or 404 (deleted before, or by the attempt a kill cut off)
 // acknowledge it gone.
 func (w *crashWorld) remove(client *http.Client, p string) {
-	for {
+	if !testenv.Within(time.Minute, func() bool {
 		u := w.url(p)
 		if u == "" {
-			time.Sleep(2 * time.Millisecond)
-			continue
+			return false // between a kill and the restart
 		}
 		req, _ := http.NewRequest(http.MethodDelete, u, nil)
 		resp, err := client.Do(req)
 		if err != nil {
 			w.fails.Add(1)
-			time.Sleep(2 * time.Millisecond)
-			continue
+			return false
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -266,11 +265,12 @@ func (w *crashWorld) remove(client *http.Client, p string) {
 			w.acked[p] = ""
 			w.mu.Unlock()
 			w.dels.Add(1)
-			return
 		default:
 			w.t.Errorf("DELETE %s = %d", p, resp.StatusCode)
-			return
 		}
+		return true
+	}) {
+		w.t.Errorf("DELETE %s: no child answered within a minute", p)
 	}
 }
 
@@ -360,7 +360,7 @@ func TestCrashLoop(t *testing.T) {
 		for !stop.Load() {
 			p := fmt.Sprintf("/w/%d/d%d/f%d", r.IntN(nWriters), r.IntN(3), r.IntN(pathsEach))
 			w.check(client, p)
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // paces the sampling checker: it waits for nothing
 		}
 	})
 
@@ -368,11 +368,9 @@ func TestCrashLoop(t *testing.T) {
 	for k := range kills {
 		// Let each run acknowledge something (a loaded machine may start
 		// the child slowly), then kill it a random moment later.
-		p0, up := w.puts.Load(), time.Now()
-		for w.puts.Load() == p0 && time.Since(up) < 3*time.Second {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(time.Duration(r.IntN(250)) * time.Millisecond)
+		p0 := w.puts.Load()
+		testenv.Within(3*time.Second, func() bool { return w.puts.Load() != p0 })
+		time.Sleep(time.Duration(r.IntN(250)) * time.Millisecond) // the random kill moment
 		w.kill()
 		if k+1 < kills {
 			w.startChild()
@@ -384,21 +382,19 @@ func TestCrashLoop(t *testing.T) {
 	writers.Wait()
 	checkers.Wait()
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var st Status
-		resp, err := client.Get(w.url("/api/buffer"))
+	var st Status
+	var err error
+	if !testenv.Within(60*time.Second, func() bool {
+		st = Status{}
+		var resp *http.Response
+		resp, err = client.Get(w.url("/api/buffer"))
 		if err == nil {
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
 		}
-		if err == nil && st.PendingFiles == 0 && st.HeldFiles == 0 && st.PendingDeletes == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not everything migrated within 60s of the last restart: %+v %v", st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil && st.PendingFiles == 0 && st.HeldFiles == 0 && st.PendingDeletes == 0
+	}) {
+		t.Fatalf("not everything migrated within 60s of the last restart: %+v %v", st, err)
 	}
 	w.kill()
 

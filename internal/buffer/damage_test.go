@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // rot flips one byte in the middle of the spool file of p's current
@@ -87,7 +88,7 @@ func TestDamagedSpool(t *testing.T) {
 	}
 
 	close(gated.gate)
-	eventually(t, 10*time.Second, "the healthy file did not migrate, or the damage found by the mover was not reported", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the healthy file did not migrate, or the damage found by the mover was not reported", func() bool {
 		st := b.Status()
 		return st.PendingFiles == 2 && len(st.Failures) == 2
 	})
@@ -128,7 +129,7 @@ func TestDamagedMigratedSpool(t *testing.T) {
 		http.FileServer(http.Dir(dir)), Options{})
 	data := randBytes(rand.New(rand.NewPCG(5, 5)), 200<<10)
 	put(t, srv.URL+"/f", data)
-	eventually(t, 10*time.Second, "not migrated", func() bool { st := b.Status(); return st.PendingFiles == 0 && st.HeldFiles == 1 })
+	testenv.Eventually(t, 10*time.Second, "not migrated", func() bool { st := b.Status(); return st.PendingFiles == 0 && st.HeldFiles == 1 })
 	rot(t, b, "/f")
 	if code, body, whole := getWhole(t, srv.URL+"/f"); code == http.StatusOK && whole && !bytes.Equal(body, data) {
 		t.Fatalf("GET of a damaged kept copy = 200 with the damaged bytes, whole")

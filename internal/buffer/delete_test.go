@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // committer is a target that takes a Put's whole body, says so on got,
@@ -86,7 +87,7 @@ func TestDeleteDuringCommit(t *testing.T) {
 	close(c.commit) // version 0 goes through
 	put(t, srv.URL+"/f", []byte("version 0"))
 	<-c.got
-	eventually(t, 10*time.Second, "version 0 not migrated", func() bool { return b.Status().PendingFiles == 0 })
+	testenv.Eventually(t, 10*time.Second, "version 0 not migrated", func() bool { return b.Status().PendingFiles == 0 })
 
 	c.commit, c.done = make(chan struct{}), make(chan error, 1)
 	if resp := put(t, srv.URL+"/f", []byte("version 1")); resp.StatusCode/100 != 2 {
@@ -105,7 +106,7 @@ func TestDeleteDuringCommit(t *testing.T) {
 	if err := <-c.done; err != nil {
 		t.Fatalf("the target's late commit: %v", err)
 	}
-	eventually(t, 10*time.Second, "after a DELETE answered 204 the target holds the file again: the late commit undid it", func() bool {
+	testenv.Eventually(t, 10*time.Second, "after a DELETE answered 204 the target holds the file again: the late commit undid it", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "f"))
 		st := b.Status()
 		return os.IsNotExist(err) && st.PendingDeletes == 0 && st.PendingFiles == 0
@@ -132,7 +133,7 @@ func TestDeleteWhileTargetDown(t *testing.T) {
 	})
 	b, srv := start(t, cfg, next, Options{})
 	put(t, srv.URL+"/f", []byte("version 0"))
-	eventually(t, 10*time.Second, "version 0 not migrated", func() bool { return b.Status().PendingFiles == 0 })
+	testenv.Eventually(t, 10*time.Second, "version 0 not migrated", func() bool { return b.Status().PendingFiles == 0 })
 	f.down.Store(true)
 	if resp := put(t, srv.URL+"/f", []byte("version 1")); resp.StatusCode/100 != 2 {
 		t.Fatalf("PUT version 1 = %d", resp.StatusCode)
@@ -163,7 +164,7 @@ func TestDeleteWhileTargetDown(t *testing.T) {
 		t.Errorf("GET after a restart = %d, want 404", resp.StatusCode)
 	}
 	f.down.Store(false)
-	eventually(t, 10*time.Second, "the delete did not reach the target", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the delete did not reach the target", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "f"))
 		return os.IsNotExist(err) && b2.Status().PendingDeletes == 0
 	})
@@ -184,7 +185,7 @@ func TestOverlayDelete(t *testing.T) {
 	if err := ov.Put(ctx, "/buf/f", bytes.NewReader([]byte("x")), 1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
+	testenv.Eventually(t, 10*time.Second, "not migrated", func() bool { return b.Status().PendingFiles == 0 })
 	f.down.Store(true)
 	if err := ov.Delete(ctx, "/buf/f"); err != nil {
 		t.Fatalf("Delete while the target is down = %v, want nil (journaled)", err)
@@ -199,7 +200,7 @@ func TestOverlayDelete(t *testing.T) {
 		t.Errorf("second Delete = %v, want ErrNotFound", err)
 	}
 	f.down.Store(false)
-	eventually(t, 10*time.Second, "the delete did not reach the target", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the delete did not reach the target", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "buf", "f"))
 		return os.IsNotExist(err) && b.Status().PendingDeletes == 0
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/lakefed/lakefed/internal/buffer"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/posix"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // A PUT under a buffered prefix is acknowledged once it is on the
@@ -45,9 +46,7 @@ func Example() {
 	fmt.Println(resp.Status, resp.Header.Get("Digest"))
 
 	go b.Run(ctx)
-	for b.Status().PendingFiles > 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Within(10*time.Second, func() bool { return b.Status().PendingFiles == 0 })
 	data, _ := os.ReadFile(remote + "/store/user/out.root")
 	fmt.Printf("on site-a: %s\n", data)
 	// Output:

@@ -48,6 +48,7 @@ type fake struct {
 	gate     chan struct{} // when set, Put waits for it to close (or ctx)
 	started  chan string   // when set, Put sends its path once it is called
 	puts     atomic.Int32  // Puts called
+	returned atomic.Int32  // Puts returned
 	stats    atomic.Int32  // Stats called
 	mu       sync.Mutex
 	stored   []string // adler32 of each Put that completed, in order
@@ -55,6 +56,7 @@ type fake struct {
 
 func (f *fake) Put(ctx context.Context, p string, r io.Reader, size int64) error {
 	f.puts.Add(1)
+	defer f.returned.Add(1)
 	if f.started != nil {
 		select {
 		case f.started <- p:
@@ -201,18 +203,6 @@ func get(t testing.TB, url string, hdr ...string) (*http.Response, []byte) {
 		t.Fatalf("GET %s: body: %v", url, err)
 	}
 	return resp, body
-}
-
-// eventually waits up to d for cond, failing the test with msg.
-func eventually(t testing.TB, d time.Duration, msg string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func randBytes(r *rand.Rand, n int) []byte {

@@ -188,7 +188,7 @@ func (w *world) status() (Status, bool) {
 // settled waits until the buffer has nothing pending and holds no file.
 func (w *world) settled(what string) {
 	w.t.Helper()
-	eventually(w.t, 60*time.Second, what, func() bool {
+	testenv.Eventually(w.t, 60*time.Second, what, func() bool {
 		st, ok := w.status()
 		return ok && st.PendingFiles == 0 && st.PendingDeletes == 0 && st.HeldFiles == 0
 	})
@@ -200,7 +200,7 @@ func (w *world) answer(p string) (int, []byte) {
 	w.t.Helper()
 	var code int
 	var body []byte
-	eventually(w.t, 60*time.Second, "GET "+p+" kept failing as unavailable", func() bool {
+	testenv.Eventually(w.t, 60*time.Second, "GET "+p+" kept failing as unavailable", func() bool {
 		code, body = w.do(http.MethodGet, p, nil)
 		return code != http.StatusBadGateway && code != http.StatusServiceUnavailable && code != http.StatusGatewayTimeout
 	})
@@ -417,7 +417,7 @@ func testDeleteBehindMiddlebox(t *testing.T, bin string) {
 		t.Errorf("GET after the DELETE = %d, want 404", code)
 	}
 	mb.deliver(t)
-	eventually(t, 60*time.Second, "the deleted file came back on the target after the DELETE was answered 204", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the deleted file came back on the target after the DELETE was answered 204", func() bool {
 		_, there := w.onTarget("/buf/f")
 		st, ok := w.status()
 		return !there && ok && st.PendingFiles == 0 && st.PendingDeletes == 0
@@ -447,7 +447,7 @@ func testNewerVersionBehindMiddlebox(t *testing.T, bin string) {
 		t.Errorf("GET after version 2 = %d %q", code, body)
 	}
 	close(mb.cut)
-	eventually(t, 60*time.Second, "version 2 did not migrate", func() bool {
+	testenv.Eventually(t, 60*time.Second, "version 2 did not migrate", func() bool {
 		got, _ := w.onTarget("/buf/f")
 		st, ok := w.status()
 		return bytes.Equal(got, v2) && ok && st.PendingFiles == 0 && st.HeldFiles == 0

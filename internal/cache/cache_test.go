@@ -279,16 +279,14 @@ func TestRestartKeepsBlocks(t *testing.T) {
 
 func waitVerified(t *testing.T, n *node, p string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 10*time.Second, p+" verified against the origin's adler32", func() bool {
 		for _, f := range n.Files() {
 			if f.Path == p && f.Verified {
-				return
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s never verified against the origin's adler32", p)
+		return false
+	})
 }
 
 // Twenty readers of one uncached file make the origin send it once.
@@ -346,7 +344,7 @@ func TestChangedOriginServedNew(t *testing.T) {
 	}
 	v3 := random(3*block, 7) // the same size as v1
 	o.write(t, "f", v3)
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond) // revalidate_after (300ms) must elapse
 	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, v3) {
 		t.Fatal("after revalidate_after the change was not seen")
 	}
@@ -422,15 +420,11 @@ func TestPurgeByBytesAndInodes(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond) // distinct last-use times
 			}
-			deadline := time.Now().Add(5 * time.Second)
 			var st cache.Status
-			for time.Now().Before(deadline) {
+			testenv.Within(5*time.Second, func() bool {
 				st = n.Status()
-				if float64(st.Usage.Bytes) <= 0.8*float64(cfg.MaxBytes) && float64(st.Usage.Inodes) <= 0.8*float64(cfg.MaxInodes) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return float64(st.Usage.Bytes) <= 0.8*float64(cfg.MaxBytes) && float64(st.Usage.Inodes) <= 0.8*float64(cfg.MaxInodes)
+			})
 			if float64(st.Usage.Bytes) > 0.8*float64(cfg.MaxBytes) || float64(st.Usage.Inodes) > 0.8*float64(cfg.MaxInodes) {
 				t.Fatalf("usage after purge = %+v, above the high watermark", st.Usage)
 			}
@@ -567,12 +561,14 @@ func TestCloseStopsFills(t *testing.T) {
 // gated is an origin whose reads of one path wait for a gate.
 type gated struct {
 	endpoint.Endpoint
-	path string
-	gate chan struct{}
+	path    string
+	gate    chan struct{}
+	waiting atomic.Bool // a read of path is waiting at the gate
 }
 
 func (g *gated) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
 	if p == g.path {
+		g.waiting.Store(true)
 		select {
 		case <-g.gate:
 		case <-ctx.Done():
@@ -596,11 +592,7 @@ func TestBackPressureBypass(t *testing.T) {
 		_, got := get(t, n.URL+"/a") // its fill holds the one slot, waiting at the origin
 		done <- got
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for metric(t, n.URL+"/metrics", "lakefed_cache_revalidations_total") < 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
+	testenv.Eventually(t, 5*time.Second, "a's fill waiting at the origin", g.waiting.Load)
 	resp, bb := get(t, n.URL+"/b")
 	if resp.StatusCode != 200 || !bytes.Equal(bb, b) {
 		t.Fatalf("GET b under back pressure = %d, identical %v", resp.StatusCode, bytes.Equal(bb, b))
@@ -781,29 +773,19 @@ func TestPurgeWhenDiskFull(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for metric(t, n.URL+"/metrics", "lakefed_cache_evictions_total") == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Within(5*time.Second, func() bool { return metric(t, n.URL+"/metrics", "lakefed_cache_evictions_total") > 0 })
 	if metric(t, n.URL+"/metrics", "lakefed_cache_evictions_total") == 0 {
 		t.Fatal("no eviction although the disk is full")
 	}
 	// The cache caches again: soon a read of a file read just before
 	// costs the origin nothing (the first reads after the disk filled
 	// may stream uncached while the purge frees room).
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "after the purge the cache caches again (a read of f5 just read costs the origin nothing)", func() bool {
 		get(t, n.URL+"/f5")
 		sent := o.sent(t)
 		if resp, _ := get(t, n.URL+"/f5"); resp.StatusCode != 200 {
 			t.Fatal(resp.Status)
 		}
-		if o.sentSince(t, sent) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("after the purge the cache still caches nothing: every read goes to the origin")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return o.sentSince(t, sent) == 0
+	})
 }

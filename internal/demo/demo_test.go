@@ -17,6 +17,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // quiet is a logger that drops everything.
@@ -161,11 +162,12 @@ func TestStopSite(t *testing.T) {
 	}
 	want := strings.TrimSuffix(d.Site("site-b").URL, "/") + "/demo/README.txt"
 	var loc string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	if testenv.Within(10*time.Second, func() bool {
 		resp, _ := get(t, noRedirect, http.MethodGet, d.FederatorURL+"/demo/README.txt")
-		if loc = resp.Header.Get("Location"); loc == want {
-			return
-		}
+		loc = resp.Header.Get("Location")
+		return loc == want
+	}) {
+		return
 	}
 	t.Fatalf("after stopping site-a, GET /demo/README.txt goes to %q, want %q", loc, want)
 }

@@ -3,6 +3,8 @@ package federation
 import (
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // TestExcluded: an excluded endpoint is down whatever its probes say, is
@@ -21,7 +23,7 @@ func TestExcluded(t *testing.T) {
 	}
 	// Good probes while excluded must not bring it back.
 	start := a.probes.Load()
-	eventually(t, 5*time.Second, "five more probes of site-a", func() bool { return a.probes.Load() >= start+5 })
+	testenv.Eventually(t, 5*time.Second, "five more probes of site-a", func() bool { return a.probes.Load() >= start+5 })
 	if got := tf.state("site-a"); got != "down" {
 		t.Fatalf("excluded site-a after good probes is %s, want down", got)
 	}
@@ -35,7 +37,7 @@ func TestExcluded(t *testing.T) {
 	if err := tf.SetExcluded("site-a", "tests pass", false); err != nil || tf.Excluded("site-a") {
 		t.Fatalf("lifting = %v, excluded %v; want nil, false", err, tf.Excluded("site-a"))
 	}
-	eventually(t, 5*time.Second, "site-a back up by its probes", func() bool { return tf.state("site-a") == "up" })
+	testenv.Eventually(t, 5*time.Second, "site-a back up by its probes", func() bool { return tf.state("site-a") == "up" })
 	if err := tf.SetExcluded("nope", "x", true); err == nil {
 		t.Error("SetExcluded(unknown) = nil, want an error")
 	}

@@ -375,17 +375,6 @@ func (tf *testFed) do(t *testing.T, method, p string, hdr http.Header, body io.R
 }
 
 // eventually polls cond every 10ms until it holds or within passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (tf *testFed) state(name string) string {
 	for _, e := range tf.Endpoints() {
 		if e.Name == name {

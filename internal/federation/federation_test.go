@@ -23,6 +23,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 const slowHealth = "health: {interval: 1h}"
@@ -182,7 +183,7 @@ func TestNotFoundVersusUnavailable(t *testing.T) {
 		a, b := newFake("site-a", true), newFake("site-b", true)
 		tf := startFed(t, cfgYAML("health: {interval: 20ms, fail_after: 1}", ep("site-a"), ep("site-b")), a, b)
 		b.down.Store(true)
-		eventually(t, 5*time.Second, "site-b down", func() bool { return tf.state("site-b") == "down" })
+		testenv.Eventually(t, 5*time.Second, "site-b down", func() bool { return tf.state("site-b") == "down" })
 		n := b.stats.Load()
 		resp, body := tf.do(t, "GET", "/x", nil, nil)
 		if resp.StatusCode != 503 || !strings.Contains(body, "site-b: down, not asked") {
@@ -221,7 +222,7 @@ func TestLookupCoalesced(t *testing.T) {
 	}
 	// Wait until every request is in and the one flight is under way,
 	// then let it finish.
-	eventually(t, 10*time.Second, "100 requests in", func() bool {
+	testenv.Eventually(t, 10*time.Second, "100 requests in", func() bool {
 		return entered.Load() == 100 && a.stats.Load() >= 1 && b.stats.Load() >= 1
 	})
 	close(gate)
@@ -276,7 +277,7 @@ func TestCacheTTLAndInvalidation(t *testing.T) {
 			t.Fatal("want 404 first")
 		}
 		b.put("/late", []byte("z"))
-		eventually(t, 5*time.Second, "negative entry expires", func() bool {
+		testenv.Eventually(t, 5*time.Second, "negative entry expires", func() bool {
 			resp, _ := tf.do(t, "GET", "/late", nil, nil)
 			return resp.StatusCode == 302
 		})
@@ -552,7 +553,7 @@ func TestPutPlacement(t *testing.T) {
 		// site-a: site-b may hold the path, and its version would come
 		// back with it (TestPutWhileReplicaDown).
 		b.down.Store(true)
-		eventually(t, 5*time.Second, "site-b down", func() bool { return tf.state("site-b") == "down" })
+		testenv.Eventually(t, 5*time.Second, "site-b down", func() bool { return tf.state("site-b") == "down" })
 		resp, _ = tf.do(t, "PUT", "/new", nil, strings.NewReader("data"))
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("PUT with site-b down = %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
@@ -648,20 +649,20 @@ func TestHealthDownAndBack(t *testing.T) {
 		t.Fatalf("Location = %q, want site-a", got)
 	}
 	a.down.Store(true)
-	eventually(t, 5*time.Second, "site-a marked down", func() bool { return tf.state("site-a") == "down" })
+	testenv.Eventually(t, 5*time.Second, "site-a marked down", func() bool { return tf.state("site-a") == "down" })
 	for range 10 {
 		if got := loc(); got != "http://site-b.example/f" {
 			t.Fatalf("with site-a down, Location = %q", got)
 		}
 	}
 	a.down.Store(false)
-	eventually(t, 5*time.Second, "site-a back up", func() bool { return tf.state("site-a") == "up" })
+	testenv.Eventually(t, 5*time.Second, "site-a back up", func() bool { return tf.state("site-a") == "up" })
 	if got := loc(); got != "http://site-a.example/f" {
 		t.Errorf("site-a back: Location = %q", got)
 	}
 	// A slow probe fails too.
 	b.hang.Store(true)
-	eventually(t, 5*time.Second, "hanging site-b marked down", func() bool { return tf.state("site-b") == "down" })
+	testenv.Eventually(t, 5*time.Second, "hanging site-b marked down", func() bool { return tf.state("site-b") == "down" })
 }
 
 func TestPassiveHealth(t *testing.T) {

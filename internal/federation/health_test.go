@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // TestDeadSiteExcludedWithinInterval: with the default health settings
@@ -37,7 +39,7 @@ func deadSite(t *testing.T, scheme string) {
 	if got := tf.snap.Load().cfg.Health; got.Interval.D() != 2*time.Second || got.FailAfter != 2 {
 		t.Fatalf("default health: interval %v, fail_after %d; this test is about 2s and 2", got.Interval.D(), got.FailAfter)
 	}
-	eventually(t, 5*time.Second, "site up", func() bool { return tf.state("site") == "up" })
+	testenv.Eventually(t, 5*time.Second, "site up", func() bool { return tf.state("site") == "up" })
 
 	// Kill it just after a probe: the worst case, a whole interval to
 	// the next one.
@@ -49,10 +51,10 @@ func deadSite(t *testing.T, scheme string) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no probe within 5s")
 	}
-	time.Sleep(100 * time.Millisecond) // the probe's answer is on its way
+	time.Sleep(100 * time.Millisecond) // the kill moment: 100ms after a probe, its answer in
 	site.Close()
 	killed := time.Now()
-	eventually(t, 3*time.Second, "killed site marked down", func() bool { return tf.state("site") == "down" })
+	testenv.Eventually(t, 3*time.Second, "killed site marked down", func() bool { return tf.state("site") == "down" })
 	if d := time.Since(killed); d > 2*time.Second {
 		t.Errorf("killed site marked down after %v, want within 2s", d.Round(10*time.Millisecond))
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // The proxy's promises (proxy.go; README "Guarantees"), each against
@@ -492,7 +493,7 @@ func TestLookupDoesNotWaitForSlowEndpoint(t *testing.T) {
 		t.Errorf("choice %q does not show the slow endpoint", resp.Header.Get(ChoiceHeader))
 	}
 	close(gate) // the slow endpoint answers: its replica (priority 1) is used next
-	eventually(t, 5*time.Second, "the full answer in the cache", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the full answer in the cache", func() bool {
 		resp, _ := tf.do(t, "GET", "/f", nil, nil)
 		return resp.Header.Get("Location") == "http://slow.example/f"
 	})

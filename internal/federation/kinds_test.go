@@ -14,6 +14,7 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // fakeNew builds the named fakes, and other endpoints with the kind table.
@@ -97,7 +98,7 @@ func TestPresignedRedirects(t *testing.T) {
 
 	// Within the entry's TTL the URL is re-signed once half its life is
 	// gone; the client never gets one that old.
-	eventually(t, 5*time.Second, "a fresh signature", func() bool {
+	testenv.Eventually(t, 5*time.Second, "a fresh signature", func() bool {
 		resp, _ := tf.do(t, "GET", "/d/f", nil, nil)
 		return resp.StatusCode == http.StatusFound && resp.Header.Get("Location") != loc
 	})

@@ -46,7 +46,7 @@ func sharedFeds(t *testing.T, n int, yamlText string, fakes ...*fakeEP) []*Feder
 		done := make(chan struct{})
 		go func() { sh.Run(ctx); close(done) }()
 		t.Cleanup(func() { fed.Close(); cancel(); <-done; sh.Close() })
-		eventually(t, 5*time.Second, "joined the shared state", func() bool { return !sh.Degraded() && sh.Trusted() })
+		testenv.Eventually(t, 5*time.Second, "joined the shared state", func() bool { return !sh.Degraded() && sh.Trusted() })
 		feds = append(feds, fed)
 	}
 	return feds
@@ -70,11 +70,8 @@ func TestSharedProbes(t *testing.T) {
 	died := time.Now()
 	for _, f := range feds {
 		tf := &testFed{Federator: f}
-		for tf.state("site-a") == "up" {
-			if time.Since(died) > 3*interval {
-				t.Fatalf("a federator still has site-a up %v after it died (interval %v)", time.Since(died), interval)
-			}
-			<-time.After(10 * time.Millisecond)
+		if !testenv.Within(3*interval-time.Since(died), func() bool { return tf.state("site-a") != "up" }) {
+			t.Fatalf("a federator still has site-a up %v after it died (interval %v)", time.Since(died), interval)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // site is a real storage server on loopback that a test can kill and
@@ -44,12 +45,11 @@ func (s *site) start() {
 		addr = "127.0.0.1:0"
 	}
 	var ln net.Listener
-	for range 50 { // the old socket may linger a moment after a kill
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The old socket may linger a moment after a kill.
+	testenv.Within(time.Second, func() bool {
+		ln, err = net.Listen("tcp", addr)
+		return err == nil
+	})
 	if err != nil {
 		s.t.Fatalf("site %s: listen %s: %v", s.name, addr, err)
 	}
@@ -146,7 +146,7 @@ func TestRealSitesRedirectFailAndReturn(t *testing.T) {
 	// Within 2 s of site-a dying no client is sent there (the probes run
 	// every 100 ms and two failures mark it down: about 0.3 s).
 	a.kill()
-	eventually(t, 2*time.Second, "site-a marked down within 2 s of its death", func() bool { return tf.state("site-a") == "down" })
+	testenv.Eventually(t, 2*time.Second, "site-a marked down within 2 s of its death", func() bool { return tf.state("site-a") == "down" })
 	for range 20 {
 		if code, l := loc("/data/rep.bin"); code != 302 || l != b.url()+"data/rep.bin" {
 			t.Fatalf("with site-a dead: %d %q, want site-b", code, l)
@@ -157,7 +157,7 @@ func TestRealSitesRedirectFailAndReturn(t *testing.T) {
 		t.Errorf("missing file with site-a dead = %d %q, want 503", resp.StatusCode, body)
 	}
 	a.start()
-	eventually(t, 10*time.Second, "site-a back up", func() bool { return tf.state("site-a") == "up" })
+	testenv.Eventually(t, 10*time.Second, "site-a back up", func() bool { return tf.state("site-a") == "up" })
 	if code, l := loc("/data/rep.bin"); l != a.url()+"data/rep.bin" {
 		t.Errorf("site-a back: %d %q, want site-a used again", code, l)
 	}

@@ -125,10 +125,11 @@ func (b *bufferFed) status(t *testing.T) buffer.Status {
 func (b *bufferFed) waitMigrated(t *testing.T) buffer.Status {
 	t.Helper()
 	var st buffer.Status
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if st = b.status(t); st.PendingFiles == 0 && st.HeldFiles == 0 {
-			return st
-		}
+	if testenv.Within(30*time.Second, func() bool {
+		st = b.status(t)
+		return st.PendingFiles == 0 && st.HeldFiles == 0
+	}) {
+		return st
 	}
 	t.Fatalf("after 30 s the buffer still has %d files pending and %d held; failures: %+v", st.PendingFiles, st.HeldFiles, st.Failures)
 	return st

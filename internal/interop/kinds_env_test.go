@@ -213,13 +213,7 @@ func (f *kindFed) state(name string) string {
 // waitState polls until the endpoint is in state, or fails the test.
 func (f *kindFed) waitState(t *testing.T, name, state string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for f.state(name) != state {
-		if time.Now().After(deadline) {
-			t.Fatalf("endpoint %s is not %s after 20s", name, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, "endpoint "+name+" "+state, func() bool { return f.state(name) == state })
 }
 
 // noRedirect is a client that shows a redirect instead of following it.

@@ -75,8 +75,7 @@ func TestS3PresignedRedirect(t *testing.T) {
 
 	// The pre-signed URL dies with its expiry: the S3 server refuses it.
 	// Poll (bounded) until it does; a URL that stays valid fails the test.
-	deadline := signedAt.Add(expiry + 15*time.Second)
-	for {
+	if !testenv.Within(time.Until(signedAt.Add(expiry+15*time.Second)), func() bool {
 		resp, err = http.Get(loc)
 		if err != nil {
 			t.Fatal(err)
@@ -87,15 +86,14 @@ func TestS3PresignedRedirect(t *testing.T) {
 			if !strings.Contains(string(body), "expired") {
 				t.Errorf("pre-signed URL refused, but not as expired: %s", body)
 			}
-			break
+			return true
 		}
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("pre-signed URL: %d %s, want 200 and then 403", resp.StatusCode, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pre-signed URL with a %v expiry still works %v after it was made", expiry, time.Since(signedAt))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("pre-signed URL with a %v expiry still works %v after it was made", expiry, time.Since(signedAt))
 	}
 	// Through the federator the client still gets a live URL.
 	out := filepath.Join(work, "again")
@@ -172,12 +170,8 @@ func TestS3PresignRefreshReachesLocation(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	deadline := signed.Add(expiry + 15*time.Second)
-	for get(first) == http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("first URL still valid %v after signing", time.Since(signed))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testenv.Within(time.Until(signed.Add(expiry+15*time.Second)), func() bool { return get(first) != http.StatusOK }) {
+		t.Fatalf("first URL still valid %v after signing", time.Since(signed))
 	}
 	if code := get(second); code != http.StatusOK {
 		t.Errorf("the refreshed URL answers %d %v after the first was signed; want 200 (valid for half of presign_expiry)", code, time.Since(signed))

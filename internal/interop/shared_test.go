@@ -204,15 +204,12 @@ func waitUntilState(t *testing.T, u, state string) {
 	if state == "degraded" {
 		metric = "lakefed_federation_shared_degraded 1"
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, _ := do(t, http.MethodGet, u+"/api/endpoints", nil)
+	var resp *http.Response
+	if !testenv.Within(10*time.Second, func() bool {
+		resp, _ = do(t, http.MethodGet, u+"/api/endpoints", nil)
 		_, m := do(t, http.MethodGet, u+"/metrics", nil)
-		if resp.Header.Get("X-Lakefed-Shared") == state && strings.Contains(string(m), metric) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: shared state %q, metrics without %q; want %q", u, resp.Header.Get("X-Lakefed-Shared"), metric, state)
-		}
+		return resp.Header.Get("X-Lakefed-Shared") == state && strings.Contains(string(m), metric)
+	}) {
+		t.Fatalf("%s: shared state %q, metrics without %q; want %q", u, resp.Header.Get("X-Lakefed-Shared"), metric, state)
 	}
 }

@@ -191,11 +191,10 @@ func putWhileDown(t *testing.T, mode, fault string, restart bool) {
 				t.Fatalf("%s changed by a refused PUT (%d bytes)", d, len(got))
 			}
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for !acked && time.Now().Before(deadline) {
+		acked = testenv.Within(20*time.Second, func() bool {
 			code, msg = put(t, l.url+"/f", v2)
-			acked = code/100 == 2
-		}
+			return code/100 == 2
+		})
 		if !acked {
 			t.Fatalf("PUT after the replica returned = %d %q", code, msg)
 		}

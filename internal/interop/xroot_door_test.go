@@ -305,13 +305,16 @@ func TestXrootDoor(t *testing.T) {
 		killed := make(chan int64, 1)
 		go func() {
 			defer close(killed)
-			for ctx.Err() == nil {
+			var size int64
+			testenv.Within(time.Minute, func() bool {
 				if st, err := os.Stat(dst); err == nil && st.Size() >= 8<<20 {
-					xrd.Kill()
-					killed <- st.Size()
-					return
+					size = st.Size()
 				}
-				time.Sleep(5 * time.Millisecond)
+				return size > 0 || ctx.Err() != nil
+			})
+			if size > 0 && ctx.Err() == nil {
+				xrd.Kill()
+				killed <- size
 			}
 		}()
 		// --xrate keeps the copy running long enough to be cut.
@@ -353,7 +356,7 @@ func TestXrootDoor(t *testing.T) {
 					t.Errorf("round %d: request %d for a file whose only endpoint is down: %s, want kXR_wait or kXR_ServerError", round, req, a)
 				}
 			}
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // rounds spread over several health intervals: the outage seen at once and later
 		}
 		if st := doorStats(t, fed.URL); st.Errors["unavailable"] == 0 {
 			t.Errorf("door stats %+v: no unavailable answer counted", st)

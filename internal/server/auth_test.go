@@ -15,6 +15,7 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server/servertest"
 	"github.com/lakefed/lakefed/internal/storage"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // An auth section guards every listener: the federator's namespace, the
@@ -208,16 +209,12 @@ func TestOperatorAPIsListOnlyListable(t *testing.T) {
 		"/ui/buffer":          {"/public/out/x", "/private/out/x"},
 	}
 	// Wait for the buffer's first failed copies.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, body := do("GET", pages["/api/buffer"], private, "")
-		if strings.Contains(body, `"/public/out/x"`) && strings.Contains(body, `"/private/out/x"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/api/buffer lists no failure of both files within 20s:\n%s", body)
-		}
-		time.Sleep(50 * time.Millisecond) // polling with a deadline
+	var body string
+	if !testenv.Within(20*time.Second, func() bool {
+		_, body = do("GET", pages["/api/buffer"], private, "")
+		return strings.Contains(body, `"/public/out/x"`) && strings.Contains(body, `"/private/out/x"`)
+	}) {
+		t.Fatalf("/api/buffer lists no failure of both files within 20s:\n%s", body)
 	}
 	for _, c := range []struct {
 		name, tok   string

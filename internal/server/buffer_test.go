@@ -13,6 +13,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server/servertest"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // One process runs a write buffer and a cache on the federator's
@@ -66,8 +67,7 @@ func TestBufferAndCacheInOneProcess(t *testing.T) {
 
 func waitMigrated(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 20*time.Second, "the buffer migrated and retired", func() bool {
 		resp, err := http.Get(base + "/api/buffer")
 		if err != nil {
 			t.Fatal(err)
@@ -81,12 +81,8 @@ func waitMigrated(t *testing.T, base string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.PendingFiles == 0 && st.HeldFiles == 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("the buffer did not migrate and retire within 20 s")
+		return st.PendingFiles == 0 && st.HeldFiles == 0
+	})
 }
 
 func testLog() *slog.Logger {

@@ -53,19 +53,8 @@ func startMember(t *testing.T, url, name string, lease time.Duration) *member {
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); c.Close(); <-done })
-	waitUntil(t, 5*time.Second, name+" joined", func() bool { return c.Trusted() && !c.Degraded() })
+	testenv.Eventually(t, 5*time.Second, name+" joined", func() bool { return c.Trusted() && !c.Degraded() })
 	return m
-}
-
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		<-time.After(5 * time.Millisecond)
-	}
 }
 
 // An invalidation returns only once every live member dropped the path.
@@ -111,7 +100,7 @@ func TestStalledMemberExpelled(t *testing.T) {
 	if b.droppedAny("/f") {
 		t.Fatalf("the stalled member processed the invalidation although it was blocked")
 	}
-	waitUntil(t, 5*time.Second, "b joined again", func() bool { return b.Trusted() })
+	testenv.Eventually(t, 5*time.Second, "b joined again", func() bool { return b.Trusted() })
 }
 
 // Redis killed: Invalidate says ErrDegraded (a write must not be
@@ -123,7 +112,7 @@ func TestDegradedThenFlushed(t *testing.T) {
 	a := startMember(t, r.URL, "a", 600*time.Millisecond)
 	b := startMember(t, r.URL, "b", 600*time.Millisecond)
 	r.Kill()
-	waitUntil(t, 5*time.Second, "degraded", func() bool { return a.Degraded() && b.Degraded() })
+	testenv.Eventually(t, 5*time.Second, "degraded", func() bool { return a.Degraded() && b.Degraded() })
 	if err := a.Invalidate(context.Background(), "/f"); !errors.Is(err, ErrDegraded) {
 		t.Fatalf("Invalidate with Redis down = %v, want ErrDegraded", err)
 	}
@@ -132,7 +121,7 @@ func TestDegradedThenFlushed(t *testing.T) {
 	}
 	before := b.flushes.Load()
 	r.Restart(t)
-	waitUntil(t, 10*time.Second, "sharing again", func() bool { return !a.Degraded() && !b.Degraded() && a.Trusted() && b.Trusted() })
+	testenv.Eventually(t, 10*time.Second, "sharing again", func() bool { return !a.Degraded() && !b.Degraded() && a.Trusted() && b.Trusted() })
 	if b.flushes.Load() == before {
 		t.Errorf("b did not flush what it learned while Redis was away")
 	}
@@ -193,7 +182,7 @@ func TestGroupRegistrations(t *testing.T) {
 	if m, _ := g.Members(ctx); len(m) != 2 {
 		t.Fatalf("Members = %v, want both", m)
 	}
-	waitUntil(t, 5*time.Second, "n2's registration ran out", func() bool {
+	testenv.Eventually(t, 5*time.Second, "n2's registration ran out", func() bool {
 		m, _ := g.Members(ctx)
 		return len(m) == 1 && m[0] == "http://n1"
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/federation"
 	"github.com/lakefed/lakefed/internal/results"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // fakeEP is an in-memory endpoint that counts calls, the calls in flight
@@ -53,7 +54,7 @@ func (c *siteCounter) enter() func() {
 	c.starts = append(c.starts, time.Now())
 	c.mu.Unlock()
 	// Hold the call a little so overlapping tests would be seen.
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // the call's duration: overlapping tests must overlap in time
 	return func() { c.inflight.Add(-1) }
 }
 
@@ -548,7 +549,7 @@ func TestFederatorExclusion(t *testing.T) {
 		t.Errorf("a %s, c %s: want both up", state("a"), state("c"))
 	}
 	// Several passing health probes must not bring an excluded endpoint back.
-	waitFor(t, func() bool { return fakes["b"].probes.Load() >= 6 })
+	testenv.Eventually(t, 10*time.Second, "six probes of b", func() bool { return fakes["b"].probes.Load() >= 6 })
 	if got := state("b"); got != "down" {
 		t.Errorf("after passing probes excluded b is %s, want down", got)
 	}
@@ -560,17 +561,5 @@ func TestFederatorExclusion(t *testing.T) {
 	if fed.Excluded("b") {
 		t.Errorf("b still excluded after a passing test")
 	}
-	waitFor(t, func() bool { return state("b") == "up" })
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "b up", func() bool { return state("b") == "up" })
 }

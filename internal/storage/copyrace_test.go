@@ -13,6 +13,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/keptsum"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // Races between a COPY or MOVE and what else changes its destination,
@@ -197,16 +198,13 @@ func TestPutRacingCopyDestination(t *testing.T) {
 
 			put := send(t, "PUT", ts.url+"/dst", "the PUT's file")
 			putCode := 0
-			deadline := time.Now().Add(10 * time.Second)
-			for putCode == 0 && ts.s.paths.holders("/dst") < 2 { // the PUT answered, or waits for the lock
+			testenv.Eventually(t, 10*time.Second, "the PUT answered or waits for the destination's lock", func() bool {
 				select {
 				case putCode = <-put:
-				case <-time.After(5 * time.Millisecond): // polling with a deadline
+				default:
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("the PUT neither answered nor waited for the destination's lock within 10s")
-				}
-			}
+				return putCode != 0 || ts.s.paths.holders("/dst") >= 2
+			})
 			close(p.release)
 			copyCode := answer(t, method, copied)
 			if putCode == 0 {

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // slowHeader is a header the fast path does not know, so a request that
@@ -76,14 +78,12 @@ func fastCount(ts *testServer) float64 { return counterValue(ts.s.m.fast) }
 // waitFast waits (up to 5 s) for the fast-path counter to reach want: a
 // GET is counted after its body has gone out, so the client can be first.
 func waitFast(ts *testServer, want float64) float64 {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := fastCount(ts)
-		if got >= want || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var got float64
+	testenv.Within(5*time.Second, func() bool {
+		got = fastCount(ts)
+		return got >= want
+	})
+	return got
 }
 
 // comparable returns a response's headers without Date, for comparing the

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // writeAged writes a file under root with its mtime set to age ago.
@@ -44,16 +46,10 @@ func agedTree(t testing.TB, root, name string, age, leafAge time.Duration) strin
 // waitGone polls until p no longer exists.
 func waitGone(t testing.TB, p string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if _, err := os.Lstat(p); os.IsNotExist(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still there after %v, want it removed", p, within)
-		}
-		time.Sleep(10 * time.Millisecond) // polling with a deadline
-	}
+	testenv.Eventually(t, within, p+" removed", func() bool {
+		_, err := os.Lstat(p)
+		return os.IsNotExist(err)
+	})
 }
 
 // TestJanitorStartPass: the temp files and directories a crash left

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // hugeDirEntries is the size of the directory TestPropfindHugeDirectory
@@ -218,16 +220,11 @@ func TestPropfindHugeDirectory(t *testing.T) {
 		wantStatus(t, resp, body, http.StatusMultiStatus) // a file is not a listing
 		cancel()
 		held.Body.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			resp, body := one.do(t, "GET", "/", nil)
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET / after the listing was dropped = %d (%.80q), want 200 within 10s", resp.StatusCode, body)
-			}
-			time.Sleep(10 * time.Millisecond) // polling with a deadline
+		if !testenv.Within(10*time.Second, func() bool {
+			resp, body = one.do(t, "GET", "/", nil)
+			return resp.StatusCode == http.StatusOK
+		}) {
+			t.Fatalf("GET / after the listing was dropped = %d (%.80q), want 200 within 10s", resp.StatusCode, body)
 		}
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // readFile returns the content of name under the test root, or "<absent>".
@@ -280,19 +282,15 @@ func TestPutIfMatchDeleteRace(t *testing.T) {
 	delDone := answer(http.MethodDelete, "")
 	// The DELETE must queue for the path's lock; if it answers instead,
 	// it did not wait.
-	deadline := time.Now().Add(10 * time.Second)
 	early := 0
-	for early == 0 && ts.s.paths.holders("/f") < 2 {
+	testenv.Eventually(t, 10*time.Second, "the DELETE answered or waited for the path's lock", func() bool {
 		select {
 		case early = <-delDone:
 			t.Errorf("DELETE answered %d while a PUT with If-Match of the file was between its check and its rename", early)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the DELETE neither answered nor waited for the path's lock")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return early != 0 || ts.s.paths.holders("/f") >= 2
+	})
 	close(goOn)
 	putCode := <-putDone
 	delCode := early

@@ -389,13 +389,9 @@ func TestPutTruncated(t *testing.T) {
 	}
 	// The server notices the short body asynchronously: poll until its
 	// request counter shows both PUTs answered.
-	deadline := time.Now().Add(10 * time.Second)
-	for counterValue(ts.s.m.requests[methodIndex("PUT")][4]) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("truncated PUTs not finished after 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "both truncated PUTs finished", func() bool {
+		return counterValue(ts.s.m.requests[methodIndex("PUT")][4]) >= 2
+	})
 	if b, _ := os.ReadFile(filepath.Join(ts.root, "f")); string(b) != "old" {
 		t.Errorf("content after truncated PUT = %q, want old", b)
 	}

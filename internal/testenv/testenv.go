@@ -63,19 +63,18 @@ func FreePort(t testing.TB) int {
 
 // WaitPort waits until something accepts connections on 127.0.0.1:port.
 func WaitPort(port int, within time.Duration) error {
-	deadline := time.Now().Add(within)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
+	var err error
+	if Within(within, func() bool {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nothing listens on %s after %v: %w", addr, within, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	}) {
+		return nil
 	}
+	return fmt.Errorf("nothing listens on %s after %v: %w", addr, within, err)
 }
 
 // Server is an external server a test started.

@@ -125,25 +125,19 @@ func TestBrowserBuffer(t *testing.T) {
 		}
 		return m
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st := b.Status()
-		rs := reasons(st)
-		if st.Migrated == 6 && st.PendingFiles == 5 && rs["cloud unavailable"] && rs["tape verify_adler32"] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the buffer did not reach 6 migrated, 5 failing files: %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	var bst buffer.Status
+	if !testenv.Within(30*time.Second, func() bool {
+		bst = b.Status()
+		rs := reasons(bst)
+		return bst.Migrated == 6 && bst.PendingFiles == 5 && rs["cloud unavailable"] && rs["tape verify_adler32"]
+	}) {
+		t.Fatalf("the buffer did not reach 6 migrated, 5 failing files: %+v", bst)
 	}
 	// Run samples every 10 s: the second sample sees site-a's share
 	// gone, 5 files left.
-	for len(b.History()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("History() = %+v after 30 s, want two samples", b.History())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testenv.Within(30*time.Second-time.Since(start), func() bool { return len(b.History()) >= 2 }) {
+		t.Fatalf("History() = %+v after 30 s, want two samples", b.History())
 	}
 	if h := b.History(); h[0].PendingFiles != 11 || h[1].PendingFiles != 5 {
 		t.Fatalf("History() = %+v, want samples of 11 and then 5 pending files", h)

@@ -124,12 +124,8 @@ func TestBrowserCache(t *testing.T) {
 	}
 	// The group's health check marks the dead member down (it probes
 	// every second).
-	deadline := time.Now().Add(15 * time.Second)
-	for !memberDown(c.Status(), deadURL) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the group never marked %s down: %+v", deadURL, c.Status().Group)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testenv.Within(15*time.Second, func() bool { return memberDown(c.Status(), deadURL) }) {
+		t.Fatalf("the group never marked %s down: %+v", deadURL, c.Status().Group)
 	}
 	if n := len(c.Files()); n != len(work) {
 		t.Fatalf("the cache lists %d files, want %d", n, len(work))

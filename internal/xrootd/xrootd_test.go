@@ -23,6 +23,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/xroot/xrdwire"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // fakeNS is an in-memory Namespace: files by path (directories are
@@ -557,7 +558,7 @@ func TestUploadFailureLeavesNothing(t *testing.T) {
 	ns := newFakeNS()
 	refused := fmt.Errorf("fake: %w: endpoint refused the write", endpoint.ErrRefused)
 	ns.putFail.Store(&refused)
-	_, addr := startDoor(t, ns, Options{})
+	door, addr := startDoor(t, ns, Options{})
 	r := dialRaw(t, addr)
 	fh := r.open("/up/f", 0x0008|0x0020) // kXR_new | kXR_open_updt
 	params := make([]byte, 16)
@@ -581,8 +582,10 @@ func TestUploadFailureLeavesNothing(t *testing.T) {
 	if st, _ := r2.answer(r2.request(3019, params, []byte("partial"))); st != 0 {
 		t.Fatal("write failed")
 	}
+	open := door.Stats().Connections
 	r2.c.Close()
-	time.Sleep(100 * time.Millisecond)
+	// The door drops the upload before it counts the connection closed.
+	testenv.Eventually(t, 5*time.Second, "the door saw the connection drop", func() bool { return door.Stats().Connections < open })
 	if _, ok := ns.get("/up/g"); ok {
 		t.Error("an aborted upload is visible")
 	}

@@ -428,12 +428,11 @@ func testPresignedExpired(t *testing.T, srv *testenv.S3Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	code := 200
-	for code == 200 && time.Now().Before(deadline) {
-		time.Sleep(250 * time.Millisecond)
+	testenv.Within(20*time.Second, func() bool { // until the 1s expiry has passed
 		code, _ = curl(t, u.String())
-	}
+		return code != 200
+	})
 	if code != 403 {
 		t.Errorf("curl GET of an expired URL = %d, want 403", code)
 	}

@@ -284,25 +284,21 @@ func (errReader) Read([]byte) (int, error) { return 0, errors.New("body broke") 
 // a failed Put removes them in the background.
 func waitNoTemp(t *testing.T, dir string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var tmp []string
+	if !testenv.Within(10*time.Second, func() bool {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tmp []string
+		tmp = nil
 		for _, en := range ents {
 			if strings.Contains(en.Name(), ".lakefed-") {
 				tmp = append(tmp, en.Name())
 			}
 		}
-		if len(tmp) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("temporary files left in %s: %q", dir, tmp)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(tmp) == 0
+	}) {
+		t.Fatalf("temporary files left in %s: %q", dir, tmp)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server/servertest"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 var noRedirect = &http.Client{
@@ -34,12 +35,12 @@ func location(t *testing.T, fed *servertest.Fed, p string) string {
 func waitLocation(t *testing.T, fed *servertest.Fed, p, want string) {
 	t.Helper()
 	var got string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if got = location(t, fed, p); got == want {
-			return
-		}
+	if !testenv.Within(10*time.Second, func() bool {
+		got = location(t, fed, p)
+		return got == want
+	}) {
+		t.Fatalf("GET %s goes to %q, want %q", p, got, want)
 	}
-	t.Fatalf("GET %s goes to %q, want %q", p, got, want)
 }
 
 // TestStopRestart: the federation in a box redirects to the best site,
