@@ -209,9 +209,9 @@ func TestRestoredEntryNotServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Kill()
-	waitUntil(t, 5*time.Second, "degraded", a.Degraded)
+	testenv.Eventually(t, 5*time.Second, "degraded", a.Degraded)
 	r.Restart(t)
-	waitUntil(t, 10*time.Second, "sharing again", func() bool { return !a.Degraded() && a.Trusted() })
+	testenv.Eventually(t, 10*time.Second, "sharing again", func() bool { return !a.Degraded() && a.Trusted() })
 	if m, err = a.LoadMeta(ctx, "/f"); err != nil || m.Value != nil {
 		t.Fatalf("LoadMeta after a restart from a snapshot = %q, %v; want no entry (the path was written since)", m.Value, err)
 	}
