@@ -181,8 +181,13 @@ CFG
   done
   log "servers up: door :$dp (sites :$s1 :$s2), XRootD :$px; ${mb} MiB every ${period} s for $mins min per job, jobs start over ${ramp} s"
 
+  # doorbytes -> "read_bytes spliced_bytes" of the door so far
+  doorbytes() {
+    curl -sf "http://127.0.0.1:$fp/api/xroot" |
+      python3 -c 'import json, sys; d = json.load(sys.stdin)["federation"]; print(d["read_bytes"], d.get("spliced_bytes", 0))'
+  }
   declare -A P
-  local run setup addr pid dir c0 c1 s0 s1c out
+  local run setup addr pid dir c0 c1 s0 s1c d0 d1 out
   for n in $jobs_list; do
     for setup in ${PSERVERS:-door xrootd}; do
       run=${setup}_$n dir="$W/paced/$run"
@@ -190,7 +195,7 @@ CFG
       addr=127.0.0.1:$dp pid=$dpid
       [ $setup = xrootd ] && addr=127.0.0.1:$px pid=$xpid
       P[${run}_load]=$(load1)
-      c0=$(cpu "$pid"); s0=$(cpu "${site_pids[@]}")
+      c0=$(cpu "$pid"); s0=$(cpu "${site_pids[@]}"); d0=$(doorbytes)
       local jp=()
       for ((i = 0; i < n; i++)); do
         timeout $((mins * 60 + 60)) "$W/bin/xrdfragcpXrdCl" --cmsclientsim "$mb" "$period" "$mins" \
@@ -209,7 +214,7 @@ CFG
         curl -sf -o "$PROFILE/trace-$n.out" "$pu/trace?seconds=${PTRACE_S:-5}" || true
       fi
       wait "${jp[@]}" || true
-      c1=$(cpu "$pid"); s1c=$(cpu "${site_pids[@]}")
+      c1=$(cpu "$pid"); s1c=$(cpu "${site_pids[@]}"); d1=$(doorbytes)
       out=$(python3 - "$period" "$dir" <<'PY'
 import glob, os, sys
 period, d = float(sys.argv[1]), sys.argv[2]
@@ -246,7 +251,11 @@ PY
       P[${run}_cpu]=$(awk -v t=$((c1 - c0)) -v hz="$TICKS" 'BEGIN { printf "%.2f", t / hz }')
       P[${run}_site_cpu]=$(awk -v t=$((s1c - s0)) -v hz="$TICKS" 'BEGIN { printf "%.2f", t / hz }')
       P[${run}_cpugb]=$(awk -v c="${P[${run}_cpu]}" -v b="$(kv "$out" bytes)" 'BEGIN { if (b > 0) printf "%.2f", c / (b / 1e9); else print "n/a" }')
-      log "$run: $out server_cpu_s=${P[${run}_cpu]} (sites ${P[${run}_site_cpu]}) cpu_s_per_GB=${P[${run}_cpugb]}"
+      P[${run}_spliced]=-
+      if [ $setup = door ]; then
+        P[${run}_spliced]=$(awk -v a="$d0" -v b="$d1" 'BEGIN { split(a, x); split(b, y); r = y[1] - x[1]; if (r > 0) printf "%.0f%%", 100 * (y[2] - x[2]) / r; else print "n/a" }')
+      fi
+      log "$run: $out server_cpu_s=${P[${run}_cpu]} (sites ${P[${run}_site_cpu]}) cpu_s_per_GB=${P[${run}_cpugb]} spliced=${P[${run}_spliced]}"
     done
   done
 
@@ -254,13 +263,13 @@ PY
   ok() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || a == "nan" || a == "n/a") print "?"; else if (a <= b) print "met"; else print "MISSED" }'; }
   echo
   echo "AAA paced reads (xrdfragcpXrdCl --cmsclientsim $mb $period $mins): ${mb} MiB every ${period} s per job, $(nproc) cores, load before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
-  printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %6s\n' jobs server reads p50_ms p99_ms max_ms late stall failed cpu_s/GB site_cpu load1
+  printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %8s %6s\n' jobs server reads p50_ms p99_ms max_ms late stall failed cpu_s/GB site_cpu spliced load1
   for n in $jobs_list; do
     for setup in door xrootd; do
       run=${setup}_$n out=${P[$run]}
-      printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %6s\n' "$n" "$setup" "$(kv "$out" reads)" "$(kv "$out" p50_ms)" \
+      printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %8s %6s\n' "$n" "$setup" "$(kv "$out" reads)" "$(kv "$out" p50_ms)" \
         "$(kv "$out" p99_ms)" "$(kv "$out" max_ms)" "$(kv "$out" late)" "$(kv "$out" stall_jobs)" \
-        "$(( $(kv "$out" failed) + $(kv "$out" jobs_without_reads) ))" "${P[${run}_cpugb]}" "${P[${run}_site_cpu]}" "${P[${run}_load]}"
+        "$(( $(kv "$out" failed) + $(kv "$out" jobs_without_reads) ))" "${P[${run}_cpugb]}" "${P[${run}_site_cpu]}" "${P[${run}_spliced]}" "${P[${run}_load]}"
     done
   done
   echo
