@@ -275,6 +275,7 @@ PY
   echo
   printf '%-6s %-34s %10s %10s %8s\n' jobs "goal (door vs XRootD, same run)" measured ratio verdict
   for n in $jobs_list; do
+    [ -n "${P[door_$n]:-}" ] && [ -n "${P[xrootd_$n]:-}" ] || continue
     local d=${P[door_$n]} x=${P[xrootd_$n]} rp rc
     rp=$(r "$(kv "$d" p99_ms)" "$(kv "$x" p99_ms)")
     rc=$(r "${P[door_${n}_cpugb]}" "${P[xrootd_${n}_cpugb]}")

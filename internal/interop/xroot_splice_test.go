@@ -1,14 +1,18 @@
 package interop
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint/xroot/xrdwire"
 	"github.com/lakefed/lakefed/internal/server/servertest"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
@@ -77,5 +81,56 @@ func TestXrootDoorSplicedReads(t *testing.T) {
 	got := strings.TrimSpace(run(t, doorEnv, py, "-c", doorReadvScript, door+"//lake/big.bin", strings.Join(chunks, ",")))
 	if got != strings.Join(want, "\n") {
 		t.Errorf("vector read through the door:\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+
+	// A file replaced behind an open handle, by one of the same size on
+	// both sites: the handle's kept reader, moved elsewhere in the file,
+	// must refuse the new bytes, spliced or not.
+	c, err := xrdwire.Dial(t.Context(), strings.TrimPrefix(door, "root://"), "interop", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	sid := uint16(10)
+	ask := func(req uint16, params, data []byte) (int, []byte, error) {
+		sid++
+		h := make([]byte, 24, 24+len(data))
+		binary.BigEndian.PutUint16(h, sid)
+		binary.BigEndian.PutUint16(h[2:], req)
+		copy(h[4:20], params)
+		binary.BigEndian.PutUint32(h[20:], uint32(len(data)))
+		if _, err := c.Write(append(h, data...)); err != nil {
+			t.Fatal(err)
+		}
+		return xrdwire.ReadAnswer(c, [2]byte{byte(sid >> 8), byte(sid)})
+	}
+	st, body, err := ask(xrdwire.ReqOpen, []byte{0x01, 0x00, 0x00, 0x10}, []byte("/lake/big.bin"))
+	if err != nil || st != 0 || len(body) < 4 {
+		t.Fatalf("open: status %d, %v", st, err)
+	}
+	fh := body[:4]
+	read := func(off int64, n int32) (int, []byte, error) {
+		params := make([]byte, 16)
+		copy(params, fh)
+		binary.BigEndian.PutUint64(params[4:], uint64(off))
+		binary.BigEndian.PutUint32(params[12:], uint32(n))
+		return ask(xrdwire.ReqRead, params, nil)
+	}
+	if st, body, err := read(0, 3<<20); err != nil || st != 0 || !bytes.Equal(body, data[:3<<20]) {
+		t.Fatalf("first read: status %d, %d bytes, %v", st, len(body), err)
+	}
+	other := bytes.Repeat([]byte("new!"), len(data)/4+1)[:len(data)]
+	for _, s := range fed.Sites {
+		writeUnder(t, s.Dir, "/lake/big.bin", other)
+	}
+	for _, off := range []int64{12 << 20, 3 << 20} { // elsewhere, then where the last read ended
+		st, body, err := read(off, 3<<20)
+		if err == nil && st == 0 && bytes.Equal(body, other[off:off+3<<20]) {
+			t.Errorf("read at %d after the file was replaced: the new file's bytes; want an error", off)
+		}
+		if err == nil && st == 0 && !bytes.Equal(body, data[off:off+3<<20]) {
+			t.Errorf("read at %d after the file was replaced: %d bytes that are not the file the handle opened", off, len(body))
+		}
 	}
 }

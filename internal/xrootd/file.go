@@ -306,7 +306,7 @@ func (f *file) readAt(p []byte, off int64) (int, error) {
 		return n, err
 	}
 	size := f.info.Size
-	if off >= size {
+	if off >= size || len(p) == 0 {
 		return 0, nil
 	}
 	want := min(int64(len(p)), size-off)

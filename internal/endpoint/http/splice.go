@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -19,6 +20,40 @@ import (
 // WithSplice) gets on a connection of its own: below it, the handshake
 // of a new connection costs more than the copies splicing saves.
 const spliceMin = 1 << 20
+
+// ownReadBuffer is the receive buffer (SO_RCVBUF; the kernel doubles
+// it) of a connection of its own to a near server (nearRTT). Left to
+// autotuning, the buffer of a stream the reader keeps open and takes a
+// few MiB from at a time (the root:// door's, for a client reading
+// 2.5 MiB a second) grows to tcp_rmem's maximum, 8 to 32 MiB: two
+// hundred such streams took the host's TCP memory past tcp_mem's
+// pressure mark, where the kernel drops segments, and reads everywhere
+// stalled for retransmission timeouts at once. A server near enough
+// fills 1 MiB in a millisecond, and the bytes it has queued to send are
+// the read-ahead.
+const ownReadBuffer = 512 << 10
+
+// nearRTT is the round trip under which a server is near: a fixed
+// 1 MiB window carries 1 GB/s to it. A far one keeps autotuning, which
+// sizes the window to the path's bandwidth-delay product.
+const nearRTT = time.Millisecond
+
+// roundTrip returns the kernel's estimate of tc's round-trip time
+// (TCP_INFO; after the handshake, the handshake's).
+func roundTrip(tc *net.TCPConn) (time.Duration, bool) {
+	sc, err := tc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var info *unix.TCPInfo
+	var gerr error
+	if err := sc.Control(func(fd uintptr) {
+		info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || gerr != nil {
+		return 0, false
+	}
+	return time.Duration(info.Rtt) * time.Microsecond, true
+}
 
 // ownConn reports whether req, a GET, goes on a connection of its own
 // (ownDo), whose body the reader can splice: the caller asked for it,
@@ -67,6 +102,9 @@ func (e *Endpoint) ownDo(req *http.Request) (*http.Response, error) {
 	if !ok {
 		nc.Close()
 		return nil, fmt.Errorf("http: dial %s: not a TCP connection", addr)
+	}
+	if rtt, ok := roundTrip(tc); ok && rtt < nearRTT {
+		_ = tc.SetReadBuffer(ownReadBuffer)
 	}
 	stop := context.AfterFunc(ctx, func() { tc.Close() })
 	req.Close = true
