@@ -96,7 +96,10 @@ TICKS=$(getconf CLK_TCK)
 # longer than PPERIOD is late), the most jobs late in one second, and the
 # server's CPU (utime+stime of its process, /proc/PID/stat) per GB read.
 # Door and XRootD alternate at each job count, so both see the same
-# neighbours on a shared machine.
+# neighbours on a shared machine. Also shown: the sites' CPU seconds, the
+# share of the door's bytes moved by splice(2), and the segments the
+# kernel dropped for want of TCP memory and the retransmission timeouts
+# during the run (host-wide: other processes' too), which stall reads.
 #
 #   PACED=1 bench/xroot.sh                  # 100 and 200 jobs, 2 min each
 #   QUICK=1 PACED=1 bench/xroot.sh          # smoke: 20 jobs, 1 min
@@ -186,8 +189,14 @@ CFG
     curl -sf "http://127.0.0.1:$fp/api/xroot" |
       python3 -c 'import json, sys; d = json.load(sys.stdin)["federation"]; print(d["read_bytes"], d.get("spliced_bytes", 0))'
   }
+  # drops -> segments the kernel dropped for want of TCP memory, and
+  # retransmission timeouts, host-wide so far (/proc/net/netstat)
+  drops() {
+    awk '/^TcpExt:/ { if (!h) { for (i = 2; i <= NF; i++) k[i] = $i; h = 1 } else for (i = 2; i <= NF; i++) v[k[i]] = $i }
+      END { print v["TCPRcvQDrop"] + 0, v["TCPTimeouts"] + 0 }' /proc/net/netstat
+  }
   declare -A P
-  local run setup addr pid dir c0 c1 s0 s1c d0 d1 out
+  local run setup addr pid dir c0 c1 s0 s1c d0 d1 k0 k1 out
   for n in $jobs_list; do
     for setup in ${PSERVERS:-door xrootd}; do
       run=${setup}_$n dir="$W/paced/$run"
@@ -195,7 +204,7 @@ CFG
       addr=127.0.0.1:$dp pid=$dpid
       [ $setup = xrootd ] && addr=127.0.0.1:$px pid=$xpid
       P[${run}_load]=$(load1)
-      c0=$(cpu "$pid"); s0=$(cpu "${site_pids[@]}"); d0=$(doorbytes)
+      c0=$(cpu "$pid"); s0=$(cpu "${site_pids[@]}"); d0=$(doorbytes); k0=$(drops)
       local jp=()
       for ((i = 0; i < n; i++)); do
         timeout $((mins * 60 + 60)) "$W/bin/xrdfragcpXrdCl" --cmsclientsim "$mb" "$period" "$mins" \
@@ -214,7 +223,8 @@ CFG
         curl -sf -o "$PROFILE/trace-$n.out" "$pu/trace?seconds=${PTRACE_S:-5}" || true
       fi
       wait "${jp[@]}" || true
-      c1=$(cpu "$pid"); s1c=$(cpu "${site_pids[@]}"); d1=$(doorbytes)
+      c1=$(cpu "$pid"); s1c=$(cpu "${site_pids[@]}"); d1=$(doorbytes); k1=$(drops)
+      P[${run}_drops]=$(awk -v a="$k0" -v b="$k1" 'BEGIN { split(a, x); split(b, y); printf "%d/%d", y[1] - x[1], y[2] - x[2] }')
       out=$(python3 - "$period" "$dir" <<'PY'
 import glob, os, sys
 period, d = float(sys.argv[1]), sys.argv[2]
@@ -255,7 +265,7 @@ PY
       if [ $setup = door ]; then
         P[${run}_spliced]=$(awk -v a="$d0" -v b="$d1" 'BEGIN { split(a, x); split(b, y); r = y[1] - x[1]; if (r > 0) printf "%.0f%%", 100 * (y[2] - x[2]) / r; else print "n/a" }')
       fi
-      log "$run: $out server_cpu_s=${P[${run}_cpu]} (sites ${P[${run}_site_cpu]}) cpu_s_per_GB=${P[${run}_cpugb]} spliced=${P[${run}_spliced]}"
+      log "$run: $out server_cpu_s=${P[${run}_cpu]} (sites ${P[${run}_site_cpu]}) cpu_s_per_GB=${P[${run}_cpugb]} spliced=${P[${run}_spliced]} tcp_drops/timeouts=${P[${run}_drops]}"
     done
   done
 
@@ -263,13 +273,13 @@ PY
   ok() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || a == "nan" || a == "n/a") print "?"; else if (a <= b) print "met"; else print "MISSED" }'; }
   echo
   echo "AAA paced reads (xrdfragcpXrdCl --cmsclientsim $mb $period $mins): ${mb} MiB every ${period} s per job, $(nproc) cores, load before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
-  printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %8s %6s\n' jobs server reads p50_ms p99_ms max_ms late stall failed cpu_s/GB site_cpu spliced load1
+  printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %8s %11s %6s\n' jobs server reads p50_ms p99_ms max_ms late stall failed cpu_s/GB site_cpu spliced drops/rto load1
   for n in $jobs_list; do
     for setup in door xrootd; do
       run=${setup}_$n out=${P[$run]}
-      printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %8s %6s\n' "$n" "$setup" "$(kv "$out" reads)" "$(kv "$out" p50_ms)" \
+      printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %8s %11s %6s\n' "$n" "$setup" "$(kv "$out" reads)" "$(kv "$out" p50_ms)" \
         "$(kv "$out" p99_ms)" "$(kv "$out" max_ms)" "$(kv "$out" late)" "$(kv "$out" stall_jobs)" \
-        "$(( $(kv "$out" failed) + $(kv "$out" jobs_without_reads) ))" "${P[${run}_cpugb]}" "${P[${run}_site_cpu]}" "${P[${run}_spliced]}" "${P[${run}_load]}"
+        "$(( $(kv "$out" failed) + $(kv "$out" jobs_without_reads) ))" "${P[${run}_cpugb]}" "${P[${run}_site_cpu]}" "${P[${run}_spliced]}" "${P[${run}_drops]}" "${P[${run}_load]}"
     done
   done
   echo

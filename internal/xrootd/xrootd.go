@@ -12,7 +12,11 @@
 // The door answers like a redirector: an open for read of a file with a
 // root:// replica gets kXR_redirect to the best one the client has not
 // tried (the tried= CGI); other files are served through Namespace.Open,
-// whose replica failover is the namespace's. A missing file is kXR_NotFound
+// whose replica failover is the namespace's. A handle opens one reader at
+// its first read and moves it from range to range after that
+// (endpoint.RangeSeeker); over plain TCP, kXR_read moves the bytes from
+// the origin's socket to the client's with splice(2) when the reader can
+// (endpoint.Splicer), so they never pass through the door's memory. A missing file is kXR_NotFound
 // at once; a namespace that cannot answer (endpoint.ErrUnavailable) gets
 // kXR_wait, a few times, then kXR_ServerError, and never kXR_NotFound: the
 // "not found that was an outage" and the ten-minute stall are the two
