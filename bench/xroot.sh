@@ -21,6 +21,7 @@
 #   bench/xroot.sh                        # 10,000 files, 10 s per rate, 1 GiB, 3 rounds
 #   QUICK=1 bench/xroot.sh                # a smoke run: 600 files, 3 s, 64 MiB, 1 round
 #   FILES=10000 DUR=20 THREADS=8 BIG_MB=1024 ROUNDS=5 bench/xroot.sh
+#   PACED=1 bench/xroot.sh                # instead: the AAA paced reads (see paced below)
 #
 # The federation behind the door has three endpoints: the two XRootD data
 # servers over root:// (the files the redirector serves, hard links of one
@@ -77,9 +78,232 @@ trap 'exit 130' INT TERM
 load1() { cut -d' ' -f1 /proc/loadavg; }
 log() { echo "[$(date +%T) load $(load1)] $*" >&2; }
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
+# cpu PID... -> CPU time (user + system) the processes used so far, in ticks
+cpu() { local p t=0; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
+TICKS=$(getconf CLK_TCK)
+
+# --- PACED=1: the CMS AAA paced-read test. Each job is the AAA scale
+# test's client (xrdfragcpXrdCl of cvuosalo/xrootd_scaletest, XrdCl,
+# --cmsclientsim): it opens one file and reads PMB MiB every PPERIOD s,
+# sequentially, for PMIN minutes, then stops by itself. PJOBS jobs (one
+# run per count) read (a) through the door, which serves the files itself
+# from two lakefed storage sites over HTTP (no root:// replica: no
+# redirect, the door proxies every byte), and (b) from a real XRootD data
+# server holding the same files (hard links: one page cache). For each:
+# p50/p99/max read latency, late reads (a read that ends after the next
+# one was due: the client sleeps PPERIOD less the read's time, so a read
+# longer than PPERIOD is late), the most jobs late in one second, and the
+# server's CPU (utime+stime of its process, /proc/PID/stat) per GB read.
+# Door and XRootD alternate at each job count, so both see the same
+# neighbours on a shared machine. Also shown: the sites' CPU seconds, the
+# share of the door's bytes moved by splice(2), and the segments the
+# kernel dropped for want of TCP memory and the retransmission timeouts
+# during the run (host-wide: other processes' too), which stall reads.
+#
+#   PACED=1 bench/xroot.sh                  # 100 and 200 jobs, 2 min each
+#   QUICK=1 PACED=1 bench/xroot.sh          # smoke: 20 jobs, 1 min
+#   PACED=1 PROFILE=DIR bench/xroot.sh      # also the door's CPU, block and
+#                                           # mutex profiles and a 5 s trace
+# Needs: g++, libxrootd-client-dev, libpcre3-dev (scripts/install-deps.sh).
+paced() {
+  local jobs_list=${PJOBS:-100 200} mins=${PMIN:-2} mb=${PMB:-2.5} period=${PPERIOD:-1}
+  [ -n "${QUICK:-}" ] && { jobs_list=${PJOBS:-20}; mins=${PMIN:-1}; }
+  local size_mb=${PSIZE_MB:-256} ramp=${PRAMP:-10} maxjobs=0 n
+  for n in $jobs_list; do [ "$n" -gt "$maxjobs" ] && maxjobs=$n; done
+  for t in g++ curl; do command -v $t >/dev/null || { echo "missing $t: run scripts/install-deps.sh" >&2; exit 1; }; done
+  [ -f /usr/include/xrootd/XrdCl/XrdClFile.hh ] && [ -f /usr/include/pcrecpp.h ] ||
+    { echo "missing libxrootd-client-dev or libpcre3-dev: run scripts/install-deps.sh" >&2; exit 1; }
+  local repo=${AAA_REPO:-/work/.mirror/cvuosalo+xrootd_scaletest/repo}
+  log "building the AAA client (xrdfragcpXrdCl) from $repo"
+  git -C "$repo" show HEAD:filereadtests/xrdfragcpXrdCl.cxx >"$W/xrdfragcpXrdCl.cxx"
+  g++ -O2 -w -o "$W/bin/xrdfragcpXrdCl" -I/usr/include/xrootd "$W/xrdfragcpXrdCl.cxx" -lXrdCl -lXrdUtils -lpcrecpp -pthread
+
+  # One random file, hard-linked under maxjobs names on every server:
+  # job i reads /paced/f<i>; the bytes sit in one page cache for all.
+  log "creating a $size_mb MiB file under $maxjobs names"
+  mkdir -p "$W/pt" "$W/site1/paced" "$W/site2/paced" "$W/pxrd/data/paced" "$W/pxrd/admin" "$W/pxrd/run"
+  head -c $((size_mb << 20)) /dev/urandom >"$W/pt/f"
+  for ((i = 0; i < maxjobs; i++)); do
+    for d in site1 site2 pxrd/data; do ln "$W/pt/f" "$W/$d/paced/f$i"; done
+  done
+  chmod -R a+rX "$W/pt" "$W/site1" "$W/site2" "$W/pxrd/data"
+
+  # (b) a real XRootD data server, alone (no cmsd), on the same files
+  local px; px=$(free_port)
+  cat >"$W/pxrd/xrootd.cfg" <<CFG
+all.export /
+oss.localroot $W/pxrd/data
+xrd.port $px
+all.adminpath $W/pxrd/admin
+all.pidpath $W/pxrd/run
+CFG
+  local runas=()
+  if [ "$(id -u)" = 0 ]; then runas=(-R xrootd); chown -R xrootd: "$W/pxrd/admin" "$W/pxrd/run"; chown xrootd: "$W/pxrd"; fi
+  xrootd "${runas[@]}" -c "$W/pxrd/xrootd.cfg" -l "$W/pxrd/xrootd.log" >"$W/pxrd/xrootd.out" 2>&1 </dev/null &
+  PIDS+=($!)
+  local xpid=$!
+
+  # (a) two lakefed storage sites and the federator with its door; the
+  # federation has only the sites, so the door serves every byte.
+  local s1 s2 fp dp pp=""
+  s1=$(free_port); s2=$(free_port); fp=$(free_port); dp=$(free_port)
+  "$W/bin/lakefed" storage --root "$W/site1" --listen 127.0.0.1:$s1 >"$W/site1.log" 2>&1 &
+  PIDS+=($!); local site_pids=($!)
+  "$W/bin/lakefed" storage --root "$W/site2" --listen 127.0.0.1:$s2 >"$W/site2.log" 2>&1 &
+  PIDS+=($!); site_pids+=($!)
+  cat >"$W/pfed.yaml" <<CFG
+listen: 127.0.0.1:$fp
+listen_xroot: 127.0.0.1:$dp
+federation:
+  health:
+    interval: 2s
+    timeout: 1s
+  endpoints:
+    - {name: site1, url: "http://127.0.0.1:$s1/", timeout: 5s}
+    - {name: site2, url: "http://127.0.0.1:$s2/", timeout: 5s}
+CFG
+  for p in $px $s1 $s2; do wait_port "$p"; done
+  local prof=()
+  if [ -n "${PROFILE:-}" ]; then
+    pp=$(free_port)
+    prof=(--pprof 127.0.0.1:$pp --pprof-contention)
+    mkdir -p "$PROFILE"
+  fi
+  "$W/bin/lakefed" serve --config "$W/pfed.yaml" "${prof[@]}" >"$W/pfed.log" 2>&1 &
+  PIDS+=($!)
+  local dpid=$!
+  wait_port $fp && wait_port $dp || { echo "lakefed serve did not start:" >&2; cat "$W/pfed.log" >&2; exit 1; }
+  # The sites keep a file's adler32 from its PUT; these files were
+  # written behind their back, so each site computes it once now (kept by
+  # inode: one request covers every name), as it would have on upload.
+  # Without it every job's first read waits for a sum of the whole file.
+  for p in $s1 $s2; do
+    curl -sf -o /dev/null -I -H 'Want-Digest: adler32' "http://127.0.0.1:$p/paced/f0" ||
+      { echo "site :$p did not answer the checksum" >&2; exit 1; }
+  done
+  log "servers up: door :$dp (sites :$s1 :$s2), XRootD :$px; ${mb} MiB every ${period} s for $mins min per job, jobs start over ${ramp} s"
+
+  # doorbytes -> "read_bytes spliced_bytes" of the door so far
+  doorbytes() {
+    curl -sf "http://127.0.0.1:$fp/api/xroot" |
+      python3 -c 'import json, sys; d = json.load(sys.stdin)["federation"]; print(d["read_bytes"], d.get("spliced_bytes", 0))'
+  }
+  # drops -> segments the kernel dropped for want of TCP memory, and
+  # retransmission timeouts, host-wide so far (/proc/net/netstat)
+  drops() {
+    awk '/^TcpExt:/ { if (!h) { for (i = 2; i <= NF; i++) k[i] = $i; h = 1 } else for (i = 2; i <= NF; i++) v[k[i]] = $i }
+      END { print v["TCPRcvQDrop"] + 0, v["TCPTimeouts"] + 0 }' /proc/net/netstat
+  }
+  declare -A P
+  local run setup addr pid dir c0 c1 s0 s1c d0 d1 k0 k1 out
+  for n in $jobs_list; do
+    for setup in ${PSERVERS:-door xrootd}; do
+      run=${setup}_$n dir="$W/paced/$run"
+      mkdir -p "$dir"
+      addr=127.0.0.1:$dp pid=$dpid
+      [ $setup = xrootd ] && addr=127.0.0.1:$px pid=$xpid
+      P[${run}_load]=$(load1)
+      c0=$(cpu "$pid"); s0=$(cpu "${site_pids[@]}"); d0=$(doorbytes); k0=$(drops)
+      local jp=()
+      for ((i = 0; i < n; i++)); do
+        timeout $((mins * 60 + 60)) "$W/bin/xrdfragcpXrdCl" --cmsclientsim "$mb" "$period" "$mins" \
+          "root://$addr//paced/f$i" >"$dir/job$i.out" 2>"$dir/job$i.err" &
+        jp+=($!)
+        sleep "$(awk -v r="$ramp" -v n="$n" 'BEGIN { printf "%.3f", r / n }')"
+      done
+      if [ -n "${PROFILE:-}" ] && [ $setup = door ]; then
+        # Mid-run, all jobs reading: 20 s of CPU, block and mutex
+        # profiles (deltas), then a 5 s scheduler trace.
+        local pu=http://127.0.0.1:$pp/debug/pprof
+        curl -sf -o "$PROFILE/cpu-$n.pprof" "$pu/profile?seconds=20" &
+        curl -sf -o "$PROFILE/block-$n.pprof" "$pu/block?seconds=20" &
+        curl -sf -o "$PROFILE/mutex-$n.pprof" "$pu/mutex?seconds=20" &
+        wait $! || true
+        curl -sf -o "$PROFILE/trace-$n.out" "$pu/trace?seconds=${PTRACE_S:-5}" || true
+      fi
+      wait "${jp[@]}" || true
+      c1=$(cpu "$pid"); s1c=$(cpu "${site_pids[@]}"); d1=$(doorbytes); k1=$(drops)
+      P[${run}_drops]=$(awk -v a="$k0" -v b="$k1" 'BEGIN { split(a, x); split(b, y); printf "%d/%d", y[1] - x[1], y[2] - x[2] }')
+      out=$(python3 - "$period" "$dir" <<'PY'
+import glob, os, sys
+period, d = float(sys.argv[1]), sys.argv[2]
+lat, late, failed, nbytes, jobs_bad = [], 0, 0, 0, 0
+late_by_sec = {}
+for f in glob.glob(os.path.join(d, "job*.out")):
+    job = os.path.basename(f)
+    reads = 0
+    for line in open(f, errors="replace"):
+        w = line.split()
+        if "duration:" in w and "read:" in w:
+            sec = int(w[w.index("time:") + 1])
+            t = float(w[w.index("duration:") + 1])
+            lat.append(t)
+            nbytes += int(w[w.index("read:") + 1])
+            reads += 1
+            if t > period:
+                late += 1
+                late_by_sec.setdefault(sec, set()).add(job)
+        elif line.lstrip().startswith("Failed read"):
+            failed += 1
+            reads += 1
+    if reads == 0:
+        jobs_bad += 1
+lat.sort()
+def q(p):
+    return 1000 * lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")
+stall = max((len(v) for v in late_by_sec.values()), default=0)
+print("reads=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f late=%d failed=%d bytes=%d stall_jobs=%d jobs_without_reads=%d"
+      % (len(lat), q(0.50), q(0.99), 1000 * lat[-1] if lat else float("nan"), late, failed, nbytes, stall, jobs_bad))
+PY
+)
+      P[$run]=$out
+      P[${run}_cpu]=$(awk -v t=$((c1 - c0)) -v hz="$TICKS" 'BEGIN { printf "%.2f", t / hz }')
+      P[${run}_site_cpu]=$(awk -v t=$((s1c - s0)) -v hz="$TICKS" 'BEGIN { printf "%.2f", t / hz }')
+      P[${run}_cpugb]=$(awk -v c="${P[${run}_cpu]}" -v b="$(kv "$out" bytes)" 'BEGIN { if (b > 0) printf "%.2f", c / (b / 1e9); else print "n/a" }')
+      P[${run}_spliced]=-
+      if [ $setup = door ]; then
+        P[${run}_spliced]=$(awk -v a="$d0" -v b="$d1" 'BEGIN { split(a, x); split(b, y); r = y[1] - x[1]; if (r > 0) printf "%.0f%%", 100 * (y[2] - x[2]) / r; else print "n/a" }')
+      fi
+      log "$run: $out server_cpu_s=${P[${run}_cpu]} (sites ${P[${run}_site_cpu]}) cpu_s_per_GB=${P[${run}_cpugb]} spliced=${P[${run}_spliced]} tcp_drops/timeouts=${P[${run}_drops]}"
+    done
+  done
+
+  r() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && a != "nan" && a != "n/a" && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+  ok() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || a == "nan" || a == "n/a") print "?"; else if (a <= b) print "met"; else print "MISSED" }'; }
+  echo
+  echo "AAA paced reads (xrdfragcpXrdCl --cmsclientsim $mb $period $mins): ${mb} MiB every ${period} s per job, $(nproc) cores, load before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
+  printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %8s %11s %6s\n' jobs server reads p50_ms p99_ms max_ms late stall failed cpu_s/GB site_cpu spliced drops/rto load1
+  for n in $jobs_list; do
+    for setup in door xrootd; do
+      run=${setup}_$n out=${P[$run]}
+      printf '%-6s %-7s %7s %8s %8s %9s %5s %6s %6s %10s %9s %8s %11s %6s\n' "$n" "$setup" "$(kv "$out" reads)" "$(kv "$out" p50_ms)" \
+        "$(kv "$out" p99_ms)" "$(kv "$out" max_ms)" "$(kv "$out" late)" "$(kv "$out" stall_jobs)" \
+        "$(( $(kv "$out" failed) + $(kv "$out" jobs_without_reads) ))" "${P[${run}_cpugb]}" "${P[${run}_site_cpu]}" "${P[${run}_spliced]}" "${P[${run}_drops]}" "${P[${run}_load]}"
+    done
+  done
+  echo
+  printf '%-6s %-34s %10s %10s %8s\n' jobs "goal (door vs XRootD, same run)" measured ratio verdict
+  for n in $jobs_list; do
+    [ -n "${P[door_$n]:-}" ] && [ -n "${P[xrootd_$n]:-}" ] || continue
+    local d=${P[door_$n]} x=${P[xrootd_$n]} rp rc
+    rp=$(r "$(kv "$d" p99_ms)" "$(kv "$x" p99_ms)")
+    rc=$(r "${P[door_${n}_cpugb]}" "${P[xrootd_${n}_cpugb]}")
+    printf '%-6s %-34s %10s %10s %8s\n' "$n" "p99 <= 1.5x XRootD's" "$(kv "$d" p99_ms) ms" "${rp}x" "$(ok "$rp" 1.5)"
+    printf '%-6s %-34s %10s %10s %8s\n' "$n" "max <= 500 ms" "$(kv "$d" max_ms) ms" "$(r "$(kv "$d" max_ms)" "$(kv "$x" max_ms)")x" "$(ok "$(kv "$d" max_ms)" 500)"
+    printf '%-6s %-34s %10s %10s %8s\n' "$n" "CPU per GB <= 1.5x XRootD's" "${P[door_${n}_cpugb]} s/GB" "${rc}x" "$(ok "$rc" 1.5)"
+    printf '%-6s %-34s %10s %10s %8s\n' "$n" "0 late reads" "$(kv "$d" late)" "$(kv "$x" late) XRootD" "$(ok "$(kv "$d" late)" 0)"
+  done
+  [ -n "${PROFILE:-}" ] && echo "(door profiles in $PROFILE)"
+  return 0
+}
 
 log "building"
 go build -o "$W/bin/" ./cmd/lakefed ./bench/cmd/xrdopen
+if [ -n "${PACED:-}" ]; then
+  paced
+  exit 0
+fi
 
 log "creating $FILES files and a $BIG_MB MiB file"
 python3 - "$W/tree" "$FILES" "$PER" <<'PY'
@@ -170,10 +394,6 @@ log "servers up: lakefed door :$DP (federator :$FP, site :$SP), XRootD redirecto
 PAT=/data/d%03d/f%05d
 TO=$((DUR + 90)) # every tool run is bounded in time
 declare -A V L   # V[figure]=value, L[figure]=load average before it
-kv() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
-# cpu PID... -> CPU time (user + system) the processes used so far, in ticks
-cpu() { local p t=0; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
-TICKS=$(getconf CLK_TCK)
 DOOR=127.0.0.1:$DP
 REDIR=127.0.0.1:$XR
 # xo LABEL ADDR ARGS... -> runs xrdopen against ADDR, sets R to its line and

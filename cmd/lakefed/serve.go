@@ -9,8 +9,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server"
@@ -24,14 +26,18 @@ import (
 // servers, the tests section: config.RestartChanges) keeps its old value
 // until a restart, and the reload says so in the log and in its answer.
 //
-//	lakefed serve [--config] FILE [-v] [--pprof 127.0.0.1:6060]
+//	lakefed serve [--config] FILE [-v] [--pprof 127.0.0.1:6060 [--pprof-contention]]
 func runServe(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve", "FILE")
 	cfgFlag := fs.String("config", "", "the YAML config `FILE` (or give it as the argument)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this host:port (off by default; for profiling only)")
+	contention := fs.Bool("pprof-contention", false, "with --pprof, record the block and mutex profiles (costs CPU on every contended lock and channel)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *contention && *pprofAddr == "" {
+		return usageErrorf("serve: --pprof-contention needs --pprof")
 	}
 	cfgPath, err := configArg(fs, *cfgFlag, "serve")
 	if err != nil {
@@ -62,6 +68,14 @@ func runServe(ctx context.Context, args []string) error {
 			return fmt.Errorf("serve: pprof: %w", err)
 		}
 		fmt.Printf("pprof http://%s/debug/pprof/\n", pln.Addr())
+		if *contention {
+			// One blocking event sampled per 10 µs spent blocked
+			// (every longer one), and one contended mutex in 10:
+			// enough to find a stall without slowing what is
+			// measured much.
+			runtime.SetBlockProfileRate(int((10 * time.Microsecond).Nanoseconds()))
+			runtime.SetMutexProfileFraction(10)
+		}
 		wg.Go(func() { servePprof(ctx, pln, log) })
 	}
 

@@ -145,10 +145,31 @@ func (n *Namespace) open(ctx context.Context, p string, off, count int64, fresh 
 	return &namespaceReader{failoverReader: fr, size: size}, nil
 }
 
-// namespaceReader is a failoverReader that says which version it reads.
+// namespaceReader is a failoverReader that says which version it reads,
+// can go on with another range of it (SeekRange) and can splice.
 type namespaceReader struct {
 	*failoverReader
 	size int64
+}
+
+var (
+	_ endpoint.Versioned   = (*namespaceReader)(nil)
+	_ endpoint.RangeSeeker = (*namespaceReader)(nil)
+	_ endpoint.Splicer     = (*namespaceReader)(nil)
+)
+
+// SeekRange reads n bytes from off next (n < 0: to the end), from the
+// replica served or, when it fails, one proven to hold the same bytes:
+// the look-up, the ranking and the checksum the open waited for are
+// kept. A range running past the end is cut at the end.
+func (r *namespaceReader) SeekRange(off, n int64) error {
+	if off < 0 || off > r.size {
+		return fmt.Errorf("federation: read %s at %d: beyond the end (%d bytes): %w", r.p, off, r.size, endpoint.ErrRefused)
+	}
+	if n < 0 || off+n > r.size {
+		n = r.size - off
+	}
+	return r.seek(httpx.Range{Start: off, Length: n})
 }
 
 // Version is the version the first replica confirmed on opening; every

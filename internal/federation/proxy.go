@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -411,23 +412,83 @@ func (fr *failoverReader) Read(p []byte) (int, error) {
 			err = io.ErrUnexpectedEOF
 		}
 		if err != nil {
-			if fr.ctx.Err() != nil {
-				return n, fr.ctx.Err()
+			if err := fr.lost(err, n > 0); err != nil {
+				return n, err
 			}
-			rep := fr.cur.rep
-			fr.closeCur()
-			if n > 0 {
-				fr.fails, fr.retryUntil = 0, time.Time{}
-			}
-			fr.fails++
-			fr.result(rep, err, 0)
-			fr.errs = append(fr.errs, fmt.Errorf("%s: at offset %d: %w", rep.m.name, fr.off, err))
-			fr.f.m.failovers.Inc()
 		}
 		if n > 0 {
 			return n, nil
 		}
 	}
+}
+
+// lost drops the current replica read, which failed with err (after
+// some bytes when progressed), so that the next read fails over. It
+// returns the context's error when the read is no longer wanted.
+func (fr *failoverReader) lost(err error, progressed bool) error {
+	if fr.ctx.Err() != nil {
+		return fr.ctx.Err()
+	}
+	rep := fr.cur.rep
+	fr.closeCur()
+	if progressed {
+		fr.fails, fr.retryUntil = 0, time.Time{}
+	}
+	fr.fails++
+	fr.result(rep, err, 0)
+	fr.errs = append(fr.errs, fmt.Errorf("%s: at offset %d: %w", rep.m.name, fr.off, err))
+	fr.f.m.failovers.Inc()
+	return nil
+}
+
+// Ready is endpoint.Splicer's: it waits for the current replica's next
+// bytes, failing over as Read does when the replica fails; ErrNoSplice
+// when the replica read cannot splice.
+func (fr *failoverReader) Ready() (int64, error) {
+	for {
+		if fr.left <= 0 {
+			return 0, io.EOF
+		}
+		if fr.cur == nil {
+			if err := fr.next(); err != nil {
+				return 0, err
+			}
+		}
+		n, err := fr.cur.Ready()
+		if err == nil {
+			return min(n, fr.left), nil
+		}
+		if errors.Is(err, endpoint.ErrNoSplice) {
+			return 0, err
+		}
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		if err := fr.lost(err, false); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// SpliceTo is endpoint.Splicer's. Ready made sure the bytes are there,
+// so an error is most likely dst's (the client gone): the replica read
+// is dropped, not counted against the replica, and the next read
+// reopens at the offset reached.
+func (fr *failoverReader) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
+	if fr.cur == nil {
+		return 0, endpoint.ErrNoSplice
+	}
+	m, err := fr.cur.SpliceTo(dst, min(n, fr.left))
+	fr.off += m
+	fr.left -= m
+	fr.cur.rep.m.mm.proxied.Add(float64(m))
+	if m > 0 {
+		fr.fails, fr.retryUntil = 0, time.Time{}
+	}
+	if err != nil {
+		fr.closeCur()
+	}
+	return m, err
 }
 
 // next opens the rest of the range on another replica proven to hold the
@@ -587,6 +648,34 @@ func (w *watched) Read(p []byte) (int, error) {
 		err = fmt.Errorf("%w: nothing for %v: %w", endpoint.ErrUnavailable, w.idle, errIdle)
 	}
 	return n, err
+}
+
+// Ready is endpoint.Splicer's, under the idle watch as Read is.
+func (w *watched) Ready() (int64, error) {
+	sp, ok := w.rc.(endpoint.Splicer)
+	if !ok {
+		return 0, endpoint.ErrNoSplice
+	}
+	if w.t != nil {
+		w.t.Reset(w.idle)
+	}
+	n, err := sp.Ready()
+	if w.t != nil {
+		w.t.Stop()
+	}
+	if err != nil && err != io.EOF && !errors.Is(err, endpoint.ErrNoSplice) && errors.Is(context.Cause(w.ctx), errIdle) {
+		err = fmt.Errorf("%w: nothing for %v: %w", endpoint.ErrUnavailable, w.idle, errIdle)
+	}
+	return n, err
+}
+
+// SpliceTo is endpoint.Splicer's.
+func (w *watched) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
+	sp, ok := w.rc.(endpoint.Splicer)
+	if !ok {
+		return 0, endpoint.ErrNoSplice
+	}
+	return sp.SpliceTo(dst, n)
 }
 
 func (w *watched) Close() error {

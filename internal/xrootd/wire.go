@@ -101,10 +101,15 @@ func u64(b []byte, off int) uint64 { return binary.BigEndian.Uint64(b[off:]) }
 // respHeader is the 8-byte head of a response.
 func respHeader(sid [2]byte, status uint16, n int) []byte {
 	h := make([]byte, 8)
+	putRespHeader(h, sid, status, n)
+	return h
+}
+
+// putRespHeader writes the head of a response into h[:8].
+func putRespHeader(h []byte, sid [2]byte, status uint16, n int) {
 	h[0], h[1] = sid[0], sid[1]
 	binary.BigEndian.PutUint16(h[2:], status)
 	binary.BigEndian.PutUint32(h[4:], uint32(n))
-	return h
 }
 
 // errorBody is a kXR_error body: code, message, NUL.
@@ -121,7 +126,14 @@ func errorBody(code xrdproto.ServerErrorCode, msg string) []byte {
 // Unlike other answers, the response header's length covers only the
 // status body and info, not the data (XrdXrootdResponse::srsComplete).
 func statusHead(sid [2]byte, reqID uint16, final bool, info []byte, dlen int) []byte {
-	b := make([]byte, 8+16+len(info))
+	return putStatusHead(make([]byte, 8+16+len(info)), sid, reqID, final, info, dlen)
+}
+
+// putStatusHead writes statusHead into b, which has room for it, and
+// returns the part of b it fills.
+func putStatusHead(b []byte, sid [2]byte, reqID uint16, final bool, info []byte, dlen int) []byte {
+	b = b[:8+16+len(info)]
+	clear(b)
 	b[0], b[1] = sid[0], sid[1]
 	binary.BigEndian.PutUint16(b[2:], statusStatus)
 	binary.BigEndian.PutUint32(b[4:], uint32(16+len(info)))

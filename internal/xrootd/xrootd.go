@@ -12,7 +12,11 @@
 // The door answers like a redirector: an open for read of a file with a
 // root:// replica gets kXR_redirect to the best one the client has not
 // tried (the tried= CGI); other files are served through Namespace.Open,
-// whose replica failover is the namespace's. A missing file is kXR_NotFound
+// whose replica failover is the namespace's. A handle opens one reader at
+// its first read and moves it from range to range after that
+// (endpoint.RangeSeeker); over plain TCP, kXR_read moves the bytes from
+// the origin's socket to the client's with splice(2) when the reader can
+// (endpoint.Splicer), so they never pass through the door's memory. A missing file is kXR_NotFound
 // at once; a namespace that cannot answer (endpoint.ErrUnavailable) gets
 // kXR_wait for up to Options.OutageWait (5 s), then kXR_ServerError, and
 // never kXR_NotFound: the "not found that was an outage" and the
@@ -252,6 +256,9 @@ type Stats struct {
 	// ReadBytes and WrittenBytes count file data sent and received.
 	ReadBytes    int64 `json:"read_bytes"`
 	WrittenBytes int64 `json:"written_bytes"`
+	// SplicedBytes counts the part of ReadBytes moved from an origin's
+	// socket to the client's with splice(2), never copied by the door.
+	SplicedBytes int64 `json:"spliced_bytes"`
 	// Errors counts error answers by class: "notfound", "unavailable"
 	// (kXR_wait, or kXR_ServerError once the waits are used up),
 	// "refused", "server" (any other failure), "protocol" (malformed or
@@ -276,14 +283,14 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 
-	conns, opens, redirects, readBytes, writtenBytes atomic.Int64
-	errs                                             map[string]*atomic.Int64 // fixed keys: classes
-	ops                                              opCounts                 // for kXR_query stats
+	conns, opens, redirects, readBytes, writtenBytes, splicedBytes atomic.Int64
+	errs                                                           map[string]*atomic.Int64 // fixed keys: classes
+	ops                                                            opCounts                 // for kXR_query stats
 
-	mOpens, mRedirects, mRead, mWritten prometheus.Counter
-	mErrors                             *prometheus.CounterVec
+	mOpens, mRedirects, mRead, mWritten, mSpliced prometheus.Counter
+	mErrors                                       *prometheus.CounterVec
 
-	bufs sync.Pool     // *[]byte of readVBuf bytes: read and pgread parts
+	bufs sync.Pool     // *readScratch: read, pgread and readv answers
 	done chan struct{} // closed by Close
 
 	mu        sync.Mutex // guards the fields below
@@ -308,7 +315,7 @@ func New(ns Namespace, opts Options) *Server {
 		s.errs[c] = new(atomic.Int64)
 	}
 	s.ops.start = time.Now()
-	s.bufs.New = func() any { b := make([]byte, readVBuf); return &b }
+	s.bufs.New = func() any { return newReadScratch() }
 	s.mOpens = prometheus.NewCounter(prometheus.CounterOpts{Name: "lakefed_xroot_opens_total",
 		Help: "root:// opens answered with a file handle or a redirect."})
 	s.mRedirects = prometheus.NewCounter(prometheus.CounterOpts{Name: "lakefed_xroot_redirects_total",
@@ -317,13 +324,15 @@ func New(ns Namespace, opts Options) *Server {
 		Help: "File bytes sent by the root:// door."})
 	s.mWritten = prometheus.NewCounter(prometheus.CounterOpts{Name: "lakefed_xroot_written_bytes_total",
 		Help: "File bytes received by the root:// door."})
+	s.mSpliced = prometheus.NewCounter(prometheus.CounterOpts{Name: "lakefed_xroot_spliced_bytes_total",
+		Help: "File bytes the root:// door moved from an origin's socket to its client's with splice(2), without copying them (part of lakefed_xroot_read_bytes_total)."})
 	s.mErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lakefed_xroot_errors_total",
 		Help: "root:// error answers by class: notfound, unavailable, refused, server, protocol."}, []string{"class"})
 	for _, c := range classes {
 		s.mErrors.WithLabelValues(c)
 	}
 	if r := opts.Registerer; r != nil {
-		for _, c := range []prometheus.Collector{s.mOpens, s.mRedirects, s.mRead, s.mWritten, s.mErrors} {
+		for _, c := range []prometheus.Collector{s.mOpens, s.mRedirects, s.mRead, s.mWritten, s.mSpliced, s.mErrors} {
 			if err := r.Register(c); err != nil {
 				s.log.Warn("metric not registered", "err", err)
 			}
@@ -336,7 +345,7 @@ func New(ns Namespace, opts Options) *Server {
 func (s *Server) Stats() Stats {
 	st := Stats{
 		Connections: s.conns.Load(), Opens: s.opens.Load(), Redirects: s.redirects.Load(),
-		ReadBytes: s.readBytes.Load(), WrittenBytes: s.writtenBytes.Load(),
+		ReadBytes: s.readBytes.Load(), WrittenBytes: s.writtenBytes.Load(), SplicedBytes: s.splicedBytes.Load(),
 		Errors: make(map[string]int64, len(classes)),
 	}
 	for _, c := range classes {

@@ -322,7 +322,12 @@ func (e *Endpoint) do(ctx context.Context, method string, u *url.URL, hdr http.H
 			// DELETE would answer 404 for a file it did remove.
 			req.Header["Idempotency-Key"] = nil
 		}
-		resp, err := e.client.Do(req)
+		var resp *http.Response
+		if e.ownConn(ctx, req) {
+			resp, err = e.ownDo(req)
+		} else {
+			resp, err = e.client.Do(req)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()

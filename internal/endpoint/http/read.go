@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -316,6 +317,48 @@ func (b *body) Read(p []byte) (int, error) {
 		return n, io.EOF
 	}
 	return n, b.err
+}
+
+// Ready is endpoint.Splicer's: the body can splice when it came on a
+// connection of its own (ownDo) with a known length.
+func (b *body) Ready() (int64, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.remain == 0 {
+		return 0, io.EOF
+	}
+	o, ok := b.rc.(*ownBody)
+	if !ok || !o.framed || b.remain < 0 {
+		return 0, endpoint.ErrNoSplice
+	}
+	n, err := o.ready()
+	if err != nil {
+		b.err = fail("read", "", fmt.Errorf("%w: %w (%d bytes missing)", endpoint.ErrUnavailable, eofErr(err), b.remain))
+		return 0, b.err
+	}
+	return min(n, b.remain), nil
+}
+
+// SpliceTo is endpoint.Splicer's.
+func (b *body) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	o, ok := b.rc.(*ownBody)
+	if !ok || !o.framed || b.remain < 0 {
+		return 0, endpoint.ErrNoSplice
+	}
+	n = min(n, b.remain)
+	m, err := o.spliceTo(dst, n)
+	b.remain -= m
+	if err != nil {
+		// Where the stream stands is unknown: splice may have taken
+		// bytes it could not give.
+		b.err = fail("read", "", fmt.Errorf("%w: splice: %w", endpoint.ErrUnavailable, err))
+		return m, b.err
+	}
+	return m, nil
 }
 
 func (b *body) Close() error {
