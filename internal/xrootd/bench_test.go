@@ -41,3 +41,50 @@ func BenchmarkMissing(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReads measures read, pgread and readv answers of 256 KiB at
+// scattered offsets of one handle, over loopback, against an in-memory
+// namespace whose readers move from range to range: the door's own cost
+// per answer (allocs/op includes the client's side of the benchmark).
+func BenchmarkReads(b *testing.B) {
+	ns := &seekNS{fakeNS: newFakeNS()}
+	ns.set("/f", payload(64<<20, 9))
+	_, addr := startDoor(b, ns, Options{})
+	for _, req := range []struct {
+		name string
+		send func(r *rawClient, fh uint32, off int64)
+	}{
+		{"read", func(r *rawClient, fh uint32, off int64) {
+			if st, _ := r.answer(r.request(3013, fhParams(fh, off, 256<<10), nil)); st != 0 {
+				b.Fatalf("read: status %d", st)
+			}
+		}},
+		{"pgread", func(r *rawClient, fh uint32, off int64) {
+			sid := r.request(reqPgRead, fhParams(fh, off, 256<<10), nil)
+			for {
+				fs, st, body := r.frame()
+				if fs != sid || st != statusStatus {
+					b.Fatalf("pgread: status %d", st)
+				}
+				if body[7] == finalResult {
+					return
+				}
+			}
+		}},
+		{"readv", func(r *rawClient, fh uint32, off int64) {
+			if st, _ := r.answer(r.request(3025, nil, readvList(fh, [2]int64{off, 128 << 10}, [2]int64{off + 1<<20, 128 << 10}))); st != 0 {
+				b.Fatalf("readv: status %d", st)
+			}
+		}},
+	} {
+		b.Run(req.name, func(b *testing.B) {
+			r := dialRaw(b, addr)
+			fh := r.open("/f", 0x10)
+			b.ReportAllocs()
+			b.SetBytes(256 << 10)
+			for i := 0; b.Loop(); i++ {
+				req.send(r, fh, int64(i*7919%200)<<18)
+			}
+		})
+	}
+}
