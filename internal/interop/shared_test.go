@@ -39,7 +39,7 @@ func startSharedLake(t *testing.T) *sharedLake {
 		l.sites = append(l.sites, &proc{bin: bin, port: port, log: root + ".log",
 			args: []string{"storage", "--root", root, "--listen", "127.0.0.1:" + strconv.Itoa(port)}})
 		l.dirs = append(l.dirs, root)
-		fmt.Fprintf(&eps, "    - {name: %s, url: \"http://127.0.0.1:%d/\", writable: true, priority: %d, timeout: 2s}\n", name, port, i+1)
+		fmt.Fprintf(&eps, "    - {name: %s, url: \"http://127.0.0.1:%d/\", writable: true, priority: %d, timeout: 20s}\n", name, port, i+1)
 	}
 	for i := range 3 {
 		port := testenv.FreePort(t)
@@ -47,7 +47,7 @@ func startSharedLake(t *testing.T) *sharedLake {
 shared: {redis: %q, lease: 1s, node: fed-%d}
 federation:
   metadata_cache: {ttl: 1h, negative_ttl: 1h}
-  health: {interval: 200ms, timeout: 500ms, fail_after: 1, recover_after: 1}
+  health: {interval: 500ms, timeout: 5s, fail_after: 3, recover_after: 1}
   endpoints:
 %s`, port, l.redis.URL, i, eps.String())
 		f := filepath.Join(dir, fmt.Sprintf("fed-%d.yaml", i))

@@ -88,10 +88,10 @@ func startUndoneLake(t *testing.T, mode string) *undoneLake {
 federation:
   mode: %s
   metadata_cache: {ttl: 200ms, negative_ttl: 100ms}
-  health: {interval: 100ms, timeout: 300ms, fail_after: 1, recover_after: 1}
+  health: {interval: 100ms, timeout: 1s, fail_after: 2, recover_after: 1}
   endpoints:
-    - {name: site-a, url: "http://127.0.0.1:%d/", writable: true, priority: 2, timeout: 1s}
-    - {name: site-b, url: "http://127.0.0.1:%d/", writable: true, priority: 1, timeout: 1s}
+    - {name: site-a, url: "http://127.0.0.1:%d/", writable: true, priority: 2, timeout: 3s}
+    - {name: site-b, url: "http://127.0.0.1:%d/", writable: true, priority: 1, timeout: 3s}
 `, fport, mode, l.a.port, l.b.port)
 	cfgFile := filepath.Join(dir, "fed.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
