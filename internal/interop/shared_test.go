@@ -197,7 +197,7 @@ func TestSharedRedisKilled(t *testing.T) {
 }
 
 // waitUntilState waits until the federator at u says the shared state is
-// state, on /api/endpoints and in its metrics.
+// state, on /api/endpoints, in its metrics and on its dashboard.
 func waitUntilState(t *testing.T, u, state string) {
 	t.Helper()
 	metric := "lakefed_federation_shared_degraded 0"
@@ -205,11 +205,15 @@ func waitUntilState(t *testing.T, u, state string) {
 		metric = "lakefed_federation_shared_degraded 1"
 	}
 	var resp *http.Response
+	var page []byte
 	if !testenv.Within(10*time.Second, func() bool {
 		resp, _ = do(t, http.MethodGet, u+"/api/endpoints", nil)
 		_, m := do(t, http.MethodGet, u+"/metrics", nil)
-		return resp.Header.Get("X-Lakefed-Shared") == state && strings.Contains(string(m), metric)
+		_, page = do(t, http.MethodGet, u+"/ui/", nil)
+		return resp.Header.Get("X-Lakefed-Shared") == state && strings.Contains(string(m), metric) &&
+			strings.Contains(string(page), "shared: "+state)
 	}) {
-		t.Fatalf("%s: shared state %q, metrics without %q; want %q", u, resp.Header.Get("X-Lakefed-Shared"), metric, state)
+		t.Fatalf("%s: shared state %q, metrics without %q or /ui without %q; want %q",
+			u, resp.Header.Get("X-Lakefed-Shared"), metric, "shared: "+state, state)
 	}
 }

@@ -42,9 +42,12 @@ type siteRow struct {
 type overview struct {
 	Now       time.Time
 	Endpoints []federation.EndpointStatus
-	Excluded  map[string]bool
-	Tests     *sitetest.Status
-	Sites     []siteRow
+	// Shared is the state shared with the other federators of the lake:
+	// "ok", "degraded" (Redis cannot be reached), or "" (none shared).
+	Shared   string
+	Excluded map[string]bool
+	Tests    *sitetest.Status
+	Sites    []siteRow
 	// Removed are the sites of scheduled tests whose endpoint a reload
 	// removed: out of the tables, their latest run still linked.
 	Removed    []results.SiteStatus
@@ -62,6 +65,7 @@ func (d *Dashboard) serveOverview(w http.ResponseWriter, r *http.Request) {
 	var current map[string]bool // endpoint names; nil: no federator, keep all
 	if f := d.o.Federator; f != nil {
 		ov.Endpoints = f.Endpoints()
+		ov.Shared = f.SharedState()
 		current = map[string]bool{}
 		for _, e := range ov.Endpoints {
 			ov.Excluded[e.Name] = f.Excluded(e.Name)
