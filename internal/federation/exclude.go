@@ -1,7 +1,9 @@
 package federation
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 )
@@ -47,26 +49,76 @@ func (f *Federator) TestTargets() []TestTarget {
 // at once: the health probes do, after RecoverAfter good probes (the usual
 // hysteresis). Setting a mark that is already set, or lifting one that is
 // not, changes nothing. Unknown names are an error.
+//
+// With state shared through Redis, the mark is shared too: the other
+// federators take it within a health interval (sharedExclusion), and
+// lift it when this one does.
 func (f *Federator) SetExcluded(name, why string, on bool) error {
 	s := f.snap.Load()
 	m, ok := s.byName[name]
 	if !ok {
 		return fmt.Errorf("federation: exclude: no endpoint %q", name)
 	}
+	m.h.sharedExcl.Store(false) // this federator's own mark from now on
+	if sh := f.opts.Shared; sh != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		key := exclusionKey(name)
+		if on {
+			_ = sh.Put(ctx, key, []byte(why), sharedExclusionTTL)
+		} else {
+			_ = sh.Drop(ctx, key)
+		}
+	}
+	f.exclude(m, why, on)
+	return nil
+}
+
+// sharedExclusionTTL is how long an exclusion stays shared after the
+// federator that made it last said so. Its scheduled tests say so every
+// round (a minute by default); a federator that stops saying so (it
+// died) has its exclusion lapse after this, and the health probes decide
+// again.
+const sharedExclusionTTL = 10 * time.Minute
+
+func exclusionKey(name string) string { return "exclude:" + name }
+
+// exclude sets or lifts m's exclusion in this process.
+func (f *Federator) exclude(m *member, why string, on bool) {
 	if !on {
 		if m.h.excluded.CompareAndSwap(true, false) {
-			f.log.Info("endpoint exclusion lifted", "endpoint", name, "reason", why)
+			f.log.Info("endpoint exclusion lifted", "endpoint", m.name, "reason", why)
 		}
-		return nil
+		return
 	}
 	if !m.h.excluded.CompareAndSwap(false, true) {
-		return nil // already excluded
+		return // already excluded
 	}
 	msg := "excluded: " + why
 	m.h.lastErr.Store(&msg)
 	m.h.probeOKs.Store(0)
 	f.setState(m, false, msg) // no-op when the probes had it down already
-	return nil
+}
+
+// sharedExclusion takes the exclusions the other federators' scheduled
+// tests decided (SetExcluded), and lifts those they lifted. An exclusion
+// this federator's own tests made is theirs to lift. Nothing changes
+// while Redis cannot be reached.
+func (f *Federator) sharedExclusion(ctx context.Context, m *member) {
+	sh := f.opts.Shared
+	if sh == nil || sh.Degraded() {
+		return
+	}
+	why, err := sh.Get(ctx, exclusionKey(m.name))
+	switch {
+	case err != nil:
+	case why != nil && !m.h.excluded.Load():
+		m.h.sharedExcl.Store(true)
+		f.exclude(m, string(why)+" (by another federator)", true)
+	case why == nil && m.h.sharedExcl.Load():
+		m.h.sharedExcl.Store(false)
+		f.exclude(m, "lifted by another federator", false)
+	}
 }
 
 // Excluded reports whether the endpoint name is currently excluded by

@@ -76,6 +76,38 @@ func TestSharedProbes(t *testing.T) {
 	}
 }
 
+// An exclusion decided by one federator's scheduled tests is taken by
+// the others within a health interval, and lifted when it lifts it; one
+// a federator's own tests made is not lifted by the others.
+func TestSharedExclusions(t *testing.T) {
+	a := newFake("site-a", true)
+	const interval = 200 * time.Millisecond
+	feds := sharedFeds(t, 3, cfgYAML("health: {interval: 200ms, timeout: 150ms, fail_after: 1, recover_after: 1}",
+		ep("site-a", "writable: true")), a)
+	if err := feds[0].SetExcluded("site-a", "3 scheduled tests failed in a row", true); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range feds {
+		tf := &testFed{Federator: f}
+		testenv.Eventually(t, 10*interval, fmt.Sprintf("federator %d takes the exclusion", i), func() bool {
+			return f.Excluded("site-a") && tf.state("site-a") != "up"
+		})
+	}
+	if err := feds[2].SetExcluded("site-a", "its own tests fail too", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := feds[0].SetExcluded("site-a", "scheduled tests pass again", false); err != nil {
+		t.Fatal(err)
+	}
+	tf := &testFed{Federator: feds[1]}
+	testenv.Eventually(t, 10*interval, "federator 1 lifts the exclusion federator 0 lifted", func() bool {
+		return !feds[1].Excluded("site-a") && tf.state("site-a") == "up"
+	})
+	if !feds[2].Excluded("site-a") {
+		t.Errorf("federator 2's own exclusion was lifted by another federator's tests")
+	}
+}
+
 // Replica disagreements found by one federator are listed by every
 // federator sharing state (and outlive its restart: they are in Redis).
 func TestSharedDisagreements(t *testing.T) {

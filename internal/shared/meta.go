@@ -142,6 +142,17 @@ func (c *Client) Get(ctx context.Context, name string) ([]byte, error) {
 	return b, nil
 }
 
+// Drop deletes what Put stored under name (an exclusion lifted).
+func (c *Client) Drop(ctx context.Context, name string) error {
+	if c.degraded.Load() {
+		return ErrDegraded
+	}
+	if err := c.rdb.Del(ctx, Key("state", name)).Err(); err != nil {
+		return c.unreachable(err)
+	}
+	return nil
+}
+
 // Push adds value at the head of the list name, which keeps the newest
 // keep values (a record every process appends to: replica
 // disagreements). The list lives until deleted: it is the shared memory
