@@ -1,8 +1,9 @@
 // Package results keeps every benchmark run of lakefed bench — its
-// parameters, its per-step aggregates and every sample — in an embedded
-// SQLite database (modernc.org/sqlite, no cgo), so results have a history
-// instead of living in flat text files, and so the dashboard and the
-// scheduled tests can query them.
+// parameters, its per-step aggregates and every sample — in a database,
+// so results have a history instead of living in flat text files, and so
+// the dashboard and the scheduled tests can query them: an embedded
+// SQLite file (modernc.org/sqlite, no cgo) by default, or PostgreSQL
+// (pgx) where a fleet of federators and bench agents write one history.
 //
 //	st, _ := results.Open(ctx, results.DefaultPath())
 //	defer st.Close()
@@ -14,8 +15,8 @@
 // A run is recorded when it starts (status running), so that it can be
 // shown while it runs, and finished as done, interrupted or failed.
 //
-// A Store may be used by many goroutines at once. The database is in WAL
-// mode, so readers (the dashboard) do not block a run that is writing.
+// A Store may be used by many goroutines at once. A SQLite database is in
+// WAL mode, so readers (the dashboard) do not block a run that is writing.
 package results
 
 import (
@@ -24,12 +25,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 )
 
 // Run statuses.
@@ -135,6 +135,9 @@ type Sample struct {
 	// OK is false when the operation failed; Err then says why.
 	OK  bool   `json:"ok"`
 	Err string `json:"err,omitempty"`
+	// Node is the node that ran the job: a bench agent's name; "" for
+	// a run from one process.
+	Node string `json:"node,omitempty"`
 }
 
 // Finish is what FinishRun records at the end of a run.
@@ -194,6 +197,7 @@ type SiteStatus struct {
 // Store is an open results database. Safe for concurrent use.
 type Store struct {
 	db *sql.DB
+	d  dialect
 }
 
 // DefaultPath is where the results live unless told otherwise:
@@ -214,106 +218,81 @@ func DefaultPath() string {
 	return filepath.Join(dir, "lakefed", "bench.db")
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS runs (
-	id INTEGER PRIMARY KEY AUTOINCREMENT,
-	kind TEXT NOT NULL,
-	target TEXT NOT NULL,
-	site TEXT NOT NULL,
-	label TEXT NOT NULL DEFAULT '',
-	params TEXT NOT NULL DEFAULT '{}',
-	started INTEGER NOT NULL,          -- unix nanoseconds
-	ended INTEGER NOT NULL DEFAULT 0,  -- unix nanoseconds, 0 while running
-	status TEXT NOT NULL,
-	classification TEXT NOT NULL DEFAULT '',
-	reasons TEXT NOT NULL DEFAULT '[]',
-	summary TEXT NOT NULL DEFAULT '{}',
-	error TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS runs_site ON runs(site, kind, id);
-CREATE INDEX IF NOT EXISTS runs_kind ON runs(kind, id);
-CREATE TABLE IF NOT EXISTS steps (
-	run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-	idx INTEGER NOT NULL,
-	t_start REAL NOT NULL, t_end REAL NOT NULL,
-	jobs INTEGER NOT NULL,
-	expected REAL NOT NULL, observed REAL NOT NULL,
-	ops INTEGER NOT NULL, failures INTEGER NOT NULL, fail_frac REAL NOT NULL,
-	mean REAL NOT NULL, p50 REAL NOT NULL, p90 REAL NOT NULL, p99 REAL NOT NULL,
-	io_wait REAL NOT NULL, sustained INTEGER NOT NULL,
-	PRIMARY KEY (run_id, idx)
-);
-CREATE TABLE IF NOT EXISTS samples (
-	run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-	t REAL NOT NULL,
-	kind TEXT NOT NULL,
-	job INTEGER NOT NULL,
-	value REAL NOT NULL,
-	bytes INTEGER NOT NULL,
-	ok INTEGER NOT NULL,
-	err TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, kind, t);
-`
-
-// Open opens (creating it and its directory when missing) the results
-// database at path. ":memory:" gives a private in-memory store (tests).
+// Open opens the results database path names, creating it when missing
+// and bringing its schema up to date: a PostgreSQL URL
+// (postgres://user@host:port/db), a SQLite file (created with its
+// directory), or ":memory:", a private in-memory store (tests). A
+// database whose schema is newer than this binary's is refused.
 func Open(ctx context.Context, path string) (*Store, error) {
-	dsn := ":memory:"
-	if path != ":memory:" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
-		}
-		dsn = "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
-			"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
-	}
-	db, err := sql.Open("sqlite", dsn)
+	db, d, err := open(path)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, fmt.Errorf("store: open %s: %w", redact(path), err)
 	}
-	if path == ":memory:" {
-		// Every connection to ":memory:" is a different database.
-		db.SetMaxOpenConns(1)
-		if _, err := db.ExecContext(ctx, "PRAGMA foreign_keys = ON"); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("store: %w", err)
-		}
-	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if err := migrate(ctx, db, d); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: create schema in %s: %w", path, err)
+		return nil, fmt.Errorf("store: %s: %w", redact(path), err)
 	}
-	if err := migrate(ctx, db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
-	}
-	return &Store{db: db}, nil
+	return &Store{db: db, d: d}, nil
 }
 
-// schemaVersion is the user_version (a SQLite header field) of a database
-// whose rows are up to date. Version 1 renamed the status of interrupted
-// runs from "canceled" to "interrupted"; the columns did not change.
-const schemaVersion = 1
+// redact is path without the password of a URL, for messages.
+func redact(path string) string {
+	if !IsURL(path) {
+		return path
+	}
+	if u, err := url.Parse(path); err == nil {
+		return u.Redacted()
+	}
+	return "postgres://..."
+}
 
-// migrate brings the rows of an older database up to schemaVersion, once.
-func migrate(ctx context.Context, db *sql.DB) error {
-	var v int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return err
-	}
-	if v >= schemaVersion {
-		return nil
-	}
+// schemaVersion is the version of the schema this binary reads and
+// writes. The migrations below bring a database of any older version up
+// to it, once, in one transaction.
+const schemaVersion = 2
+
+// migrations[v] brings a database from version v to v+1.
+var migrations = [schemaVersion]string{
+	// 0 → 1: the status of interrupted runs was "canceled".
+	`UPDATE runs SET status='interrupted' WHERE status='canceled'`,
+	// 1 → 2: samples name the node (bench agent) that ran their job.
+	`ALTER TABLE samples ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
+}
+
+// ErrNewerSchema: the database was written by a newer lakefed.
+var ErrNewerSchema = errors.New("the database's schema is newer than this lakefed")
+
+// migrate creates the schema when missing and brings it up to
+// schemaVersion, holding the dialect's lock so that processes opening
+// one database at once do it once.
+func migrate(ctx context.Context, db *sql.DB, d dialect) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() // no-op after Commit
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status=? WHERE status='canceled'`, StatusInterrupted); err != nil {
+	if err := d.lock(ctx, tx); err != nil {
 		return err
 	}
-	// PRAGMA takes no parameters; the value is a constant.
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+	if _, err := tx.ExecContext(ctx, d.base()); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	v, err := d.version(ctx, tx)
+	switch {
+	case err != nil:
+		return err
+	case v > schemaVersion:
+		return fmt.Errorf("%w: schema version %d, this lakefed reads up to %d; run a newer lakefed, or use another database",
+			ErrNewerSchema, v, schemaVersion)
+	case v == schemaVersion:
+		return nil
+	}
+	for ; v < schemaVersion; v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("migrate from schema version %d: %w", v, err)
+		}
+	}
+	if err := d.setVersion(ctx, tx, schemaVersion); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -335,13 +314,10 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) (int64, error) {
 	if params == "" {
 		params = "{}"
 	}
-	res, err := s.db.ExecContext(ctx,
-		`INSERT INTO runs(kind, target, site, label, params, started, status) VALUES (?,?,?,?,?,?,?)`,
-		r.Kind, r.Target, r.Site, r.Label, params, r.Started.UnixNano(), r.Status)
-	if err != nil {
-		return 0, fmt.Errorf("store: create run: %w", err)
-	}
-	id, err := res.LastInsertId()
+	var id int64
+	err := s.db.QueryRowContext(ctx,
+		s.d.q(`INSERT INTO runs(kind, target, site, label, params, started, status) VALUES (?,?,?,?,?,?,?) RETURNING id`),
+		r.Kind, r.Target, r.Site, r.Label, params, r.Started.UnixNano(), r.Status).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("store: create run: %w", err)
 	}
@@ -369,7 +345,7 @@ func (s *Store) FinishRun(ctx context.Context, id int64, f Finish) error {
 		params = &p
 	}
 	res, err := s.db.ExecContext(ctx,
-		`UPDATE runs SET ended=?, status=?, classification=?, reasons=?, summary=?, error=?, params=COALESCE(?, params), site=COALESCE(NULLIF(?, ''), site) WHERE id=?`,
+		s.d.q(`UPDATE runs SET ended=?, status=?, classification=?, reasons=?, summary=?, error=?, params=COALESCE(?, params), site=COALESCE(NULLIF(?, ''), site) WHERE id=?`),
 		f.Ended.UnixNano(), f.Status, f.Classification, string(reasons), string(summary), f.Error, params, f.Site, id)
 	if err != nil {
 		return fmt.Errorf("store: finish run %d: %w", id, err)
@@ -411,13 +387,13 @@ func (s *Store) addSampleBatch(ctx context.Context, id int64, samples []Sample) 
 	}
 	defer tx.Rollback() // no-op after Commit
 	st, err := tx.PrepareContext(ctx,
-		`INSERT INTO samples(run_id, t, kind, job, value, bytes, ok, err) VALUES (?,?,?,?,?,?,?,?)`)
+		s.d.q(`INSERT INTO samples(run_id, t, kind, job, value, bytes, ok, err, node) VALUES (?,?,?,?,?,?,?,?,?)`))
 	if err != nil {
 		return fmt.Errorf("store: add samples: %w", err)
 	}
 	defer st.Close()
 	for _, sm := range samples {
-		if _, err := st.ExecContext(ctx, id, sm.T, sm.Kind, sm.Job, sm.Value, sm.Bytes, sm.OK, sm.Err); err != nil {
+		if _, err := st.ExecContext(ctx, id, sm.T, sm.Kind, sm.Job, sm.Value, sm.Bytes, sm.OK, sm.Err, sm.Node); err != nil {
 			return fmt.Errorf("store: add samples to run %d: %w", id, err)
 		}
 	}
@@ -434,11 +410,11 @@ func (s *Store) SetSteps(ctx context.Context, id int64, steps []Step) error {
 		return fmt.Errorf("store: set steps: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM steps WHERE run_id=?`, id); err != nil {
+	if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM steps WHERE run_id=?`), id); err != nil {
 		return fmt.Errorf("store: set steps of run %d: %w", id, err)
 	}
 	for _, p := range steps {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
 			id, p.Index, p.Start, p.End, p.Jobs, p.Expected, p.Observed, p.Ops, p.Failures, p.FailFrac,
 			p.Mean, p.P50, p.P90, p.P99, p.IOWait, p.Sustained); err != nil {
 			return fmt.Errorf("store: set steps of run %d: %w", id, err)
@@ -479,7 +455,7 @@ func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
 
 // Get returns run id, or an error wrapping ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (Run, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id=?`, id)
+	row := s.db.QueryRowContext(ctx, s.d.q(`SELECT `+runColumns+` FROM runs WHERE id=?`), id)
 	r, err := scanRun(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, fmt.Errorf("run %d: %w", id, ErrNotFound)
@@ -525,7 +501,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Run, error) {
 }
 
 func (s *Store) queryRuns(ctx context.Context, q string, args ...any) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, s.d.q(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list runs: %w", err)
 	}
@@ -568,7 +544,7 @@ func (s *Store) SiteHistory(ctx context.Context, site, kind string, limit int) (
 // table. Sorted by site, then kind.
 func (s *Store) Sites(ctx context.Context) ([]SiteStatus, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT site, kind, MAX(id),
-		SUM(classification='ok'), SUM(classification='to debug')
+		SUM(CASE WHEN classification='ok' THEN 1 ELSE 0 END), SUM(CASE WHEN classification='to debug' THEN 1 ELSE 0 END)
 		FROM runs WHERE status!='running' GROUP BY site, kind ORDER BY site, kind`)
 	if err != nil {
 		return nil, fmt.Errorf("store: sites: %w", err)
@@ -601,8 +577,8 @@ func (s *Store) Sites(ctx context.Context) ([]SiteStatus, error) {
 
 // Steps returns the steps of run id in order.
 func (s *Store) Steps(ctx context.Context, id int64) ([]Step, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idx, t_start, t_end, jobs, expected, observed, ops,
-		failures, fail_frac, mean, p50, p90, p99, io_wait, sustained FROM steps WHERE run_id=? ORDER BY idx`, id)
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT idx, t_start, t_end, jobs, expected, observed, ops,
+		failures, fail_frac, mean, p50, p90, p99, io_wait, sustained FROM steps WHERE run_id=? ORDER BY idx`), id)
 	if err != nil {
 		return nil, fmt.Errorf("store: steps of run %d: %w", id, err)
 	}
@@ -626,16 +602,15 @@ func (s *Store) Steps(ctx context.Context, id int64) ([]Step, error) {
 // order, without holding them all in memory (exports of long runs). An
 // error from fn stops the walk and is returned.
 func (s *Store) EachSample(ctx context.Context, id int64, f SampleFilter, fn func(Sample) error) error {
-	q := `SELECT t, kind, job, value, bytes, ok, err FROM samples WHERE run_id=? AND (?='' OR kind=?) ORDER BY t, rowid`
-	args := []any{id, f.Kind, f.Kind}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	q := `SELECT t, kind, job, value, bytes, ok, err, node FROM samples WHERE run_id=? AND (?='' OR kind=?) ORDER BY t, ` + s.d.insertOrder()
+	rows, err := s.db.QueryContext(ctx, s.d.q(q), id, f.Kind, f.Kind)
 	if err != nil {
 		return fmt.Errorf("store: samples of run %d: %w", id, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var sm Sample
-		if err := rows.Scan(&sm.T, &sm.Kind, &sm.Job, &sm.Value, &sm.Bytes, &sm.OK, &sm.Err); err != nil {
+		if err := rows.Scan(&sm.T, &sm.Kind, &sm.Job, &sm.Value, &sm.Bytes, &sm.OK, &sm.Err, &sm.Node); err != nil {
 			return fmt.Errorf("store: samples of run %d: %w", id, err)
 		}
 		if err := fn(sm); err != nil {
@@ -675,14 +650,14 @@ func (s *Store) SampleSeries(ctx context.Context, id int64, kind string, max int
 		max = 2000
 	}
 	var n int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM samples WHERE run_id=? AND kind=? AND ok`,
+	if err := s.db.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM samples WHERE run_id=? AND kind=? AND ok`),
 		id, kind).Scan(&n); err != nil {
 		return nil, nil, fmt.Errorf("store: series of run %d: %w", id, err)
 	}
 	step := n/int64(max) + 1
-	rows, err := s.db.QueryContext(ctx, `SELECT t, value FROM
-		(SELECT t, value, ROW_NUMBER() OVER (ORDER BY t) AS rn FROM samples WHERE run_id=? AND kind=? AND ok)
-		WHERE (rn-1) % ? = 0 ORDER BY t`, id, kind, step)
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT t, value FROM
+		(SELECT t, value, ROW_NUMBER() OVER (ORDER BY t) AS rn FROM samples WHERE run_id=? AND kind=? AND ok) AS thinned
+		WHERE (rn-1) % ? = 0 ORDER BY t`), id, kind, step)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: series of run %d: %w", id, err)
 	}
@@ -705,11 +680,11 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 	}
 	defer tx.Rollback()
 	for _, q := range []string{`DELETE FROM samples WHERE run_id=?`, `DELETE FROM steps WHERE run_id=?`} {
-		if _, err := tx.ExecContext(ctx, q, id); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.q(q), id); err != nil {
 			return fmt.Errorf("store: delete run %d: %w", id, err)
 		}
 	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id=?`, id)
+	res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE id=?`), id)
 	if err != nil {
 		return fmt.Errorf("store: delete run %d: %w", id, err)
 	}
@@ -732,11 +707,11 @@ func (s *Store) Prune(ctx context.Context, kind string, before time.Time) (int64
 	cut := before.UnixNano()
 	for _, q := range []string{`DELETE FROM samples WHERE run_id IN (` + old + `)`,
 		`DELETE FROM steps WHERE run_id IN (` + old + `)`} {
-		if _, err := tx.ExecContext(ctx, q, kind, cut); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.q(q), kind, cut); err != nil {
 			return 0, fmt.Errorf("store: prune %s runs: %w", kind, err)
 		}
 	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+old+`)`, kind, cut)
+	res, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM runs WHERE id IN (`+old+`)`), kind, cut)
 	if err != nil {
 		return 0, fmt.Errorf("store: prune %s runs: %w", kind, err)
 	}

@@ -2,63 +2,114 @@ package results
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"path/filepath"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
-// TestMigrateCanceled: a database written before runs could be
-// "interrupted" has its "canceled" runs renamed when opened, once, and
-// keeps every other row as it was.
-func TestMigrateCanceled(t *testing.T) {
+// oldDatabase makes a database of schema version v as an older lakefed
+// left it (the base tables, and the migrations up to v), with a run of
+// each status and a sample, and returns its path or URL.
+func oldDatabase(t *testing.T, b backend, v int) string {
+	t.Helper()
 	ctx := context.Background()
-	p := filepath.Join(t.TempDir(), "old.db")
-	old, err := sql.Open("sqlite", "file:"+p)
+	path := b.newDB(t)
+	db, d, err := open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.ExecContext(ctx, schema); err != nil {
+	defer db.Close()
+	tx, err := db.Begin()
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer tx.Rollback()
+	must := func(q string, args ...any) {
+		t.Helper()
+		if _, err := tx.ExecContext(ctx, d.q(q), args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	must(d.base())
 	for _, status := range []string{"done", "canceled", "failed"} {
-		if _, err := old.ExecContext(ctx, `INSERT INTO runs(kind, target, site, started, status) VALUES ('open','u','s',1,?)`, status); err != nil {
-			t.Fatal(err)
-		}
+		must(`INSERT INTO runs(kind, target, site, started, status) VALUES ('open','u','s',1,?)`, status)
 	}
-	old.Close()
+	must(`INSERT INTO samples(run_id, t, kind, job, value, bytes, ok) VALUES (1, 0.5, 'open', 0, 0.01, 0, ?)`, true)
+	for i := range v {
+		must(migrations[i])
+	}
+	if err := d.setVersion(ctx, tx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
-	st, err := Open(ctx, p)
-	if err != nil {
-		t.Fatalf("Open(old database) = %v", err)
-	}
-	defer st.Close()
-	want := map[int64]string{1: StatusDone, 2: StatusInterrupted, 3: StatusFailed}
-	for id, w := range want {
-		r, err := st.Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
+// TestMigrate: a database of every older schema version is brought up to
+// date when opened, once, keeping every row (the "canceled" runs of
+// version 0 renamed "interrupted"; the samples of before version 2 name
+// no node); one of a newer version is refused with a message that says
+// so, and left as it was.
+func TestMigrate(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		for v := range schemaVersion {
+			t.Run(fmt.Sprintf("from %d", v), func(t *testing.T) {
+				st, err := Open(ctx, oldDatabase(t, b, v))
+				if err != nil {
+					t.Fatalf("Open(version %d) = %v", v, err)
+				}
+				defer st.Close()
+				want := map[int64]string{1: StatusDone, 2: StatusInterrupted, 3: StatusFailed}
+				for id, w := range want {
+					if r, err := st.Get(ctx, id); err != nil || r.Status != w {
+						t.Errorf("run %d = %q, %v; want %q", id, r.Status, err, w)
+					}
+				}
+				if sm, err := st.Samples(ctx, 1, SampleFilter{}); err != nil || len(sm) != 1 || !sm[0].OK || sm[0].Node != "" {
+					t.Errorf("samples of run 1 = %+v, %v; want the one written, with no node", sm, err)
+				}
+				if got := versionOf(t, st); got != schemaVersion {
+					t.Errorf("schema version after Open = %d, want %d", got, schemaVersion)
+				}
+			})
 		}
-		if r.Status != w {
-			t.Errorf("run %d status = %q, want %q", id, r.Status, w)
-		}
-	}
-	var v int
-	if err := st.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
-		t.Errorf("user_version = %d, %v; want %d", v, err, schemaVersion)
-	}
+		t.Run("newer", func(t *testing.T) {
+			path := oldDatabase(t, b, schemaVersion)
+			db, d, err := open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, _ := db.Begin()
+			if err := d.setVersion(ctx, tx, schemaVersion+1); err != nil || tx.Commit() != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			st, err := Open(ctx, path)
+			if err == nil {
+				st.Close()
+				t.Fatalf("Open(schema version %d) succeeded; want it refused", schemaVersion+1)
+			}
+			if !errors.Is(err, ErrNewerSchema) || !strings.Contains(err.Error(), "newer") {
+				t.Errorf("Open(newer schema) = %v; want ErrNewerSchema, saying so", err)
+			}
+		})
+	})
 }
 
 // TestRunLifecycle: a run is visible as running from CreateRun on, and
 // FinishRun records its outcome, replacing the parameters only when
 // given.
 func TestRunLifecycle(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) { testRunLifecycle(t, b.open(t)) })
+}
+
+func testRunLifecycle(t *testing.T, st *Store) {
 	ctx := context.Background()
-	st, err := Open(ctx, ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	tests := []struct {
 		name       string
 		finish     Finish
