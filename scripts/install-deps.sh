@@ -11,7 +11,7 @@ apt_pkgs=(
   gfal2 python3-gfal2 python3-gfal2-util gfal2-util-scripts python-is-python3
   gfal2-plugin-http gfal2-plugin-file gfal2-plugin-xrootd
   wrk apache2-utils chromium chromium-driver attr openssl
-  redis-server
+  redis-server postgresql
   # bench/xroot.sh PACED=1 builds the CMS AAA scale test's XrdCl client
   g++ libxrootd-client-dev libpcre3-dev
 )

@@ -65,7 +65,8 @@ func benchMain(ctx context.Context, stdout io.Writer, args []string) error {
 func benchUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: lakefed bench COMMAND [flags] [args]")
 	fmt.Fprintln(w, "\nSite and scale tests against any URL lakefed reads; every run is kept in a")
-	fmt.Fprintln(w, "SQLite results store (--db, $LAKEFED_BENCH_DB, default "+results.DefaultPath()+").")
+	fmt.Fprintln(w, "results store: a SQLite file or a postgres:// URL (--db, $LAKEFED_BENCH_DB,")
+	fmt.Fprintln(w, "default "+results.DefaultPath()+").")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range benchCommands {
 		fmt.Fprintf(w, "  %-8s %-9s %s\n", c.name, c.args, c.summary)
@@ -91,7 +92,7 @@ type benchFlags struct {
 
 func (bf *benchFlags) register(fs *flag.FlagSet, classified bool) {
 	bf.cf.register(fs)
-	fs.StringVar(&bf.db, "db", "", "results database `path` (default $LAKEFED_BENCH_DB or "+results.DefaultPath()+")")
+	fs.StringVar(&bf.db, "db", "", "results database: a SQLite `path` or a postgres:// URL (default $LAKEFED_BENCH_DB or "+results.DefaultPath()+")")
 	fs.BoolVar(&bf.noStore, "no-store", false, "do not record the run in the results store")
 	fs.BoolVar(&bf.jsonOut, "json", false, "print the result as JSON instead of a table")
 	fs.Float64Var(&bf.speed, "speed", 1, "divide every period and duration by this `factor` (rates rise by it)")
@@ -242,11 +243,7 @@ func (bf *benchFlags) target(ctx context.Context, rawURL string) (*bench.Target,
 }
 
 func (bf *benchFlags) openStore(ctx context.Context) (*results.Store, error) {
-	p := bf.db
-	if p == "" {
-		p = results.DefaultPath()
-	}
-	return results.Open(ctx, p)
+	return openStoreAt(ctx, bf.db)
 }
 
 // finish classifies res, records it in rec and prints it. An
@@ -494,7 +491,7 @@ func orNone(s string) string {
 
 // storeFlags are the flags of the store commands.
 func storeFlags(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "results database `path` (default $LAKEFED_BENCH_DB or "+results.DefaultPath()+")")
+	return fs.String("db", "", "results database: a SQLite `path` or a postgres:// URL (default $LAKEFED_BENCH_DB or "+results.DefaultPath()+")")
 }
 
 func openStoreAt(ctx context.Context, p string) (*results.Store, error) {

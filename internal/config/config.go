@@ -56,6 +56,13 @@ type Config struct {
 	// Shared is the state shared with the other processes of the lake
 	// through Redis (shared.go). Nil: this process keeps its own.
 	Shared *Shared `yaml:"shared"`
+	// Results is the results store the dashboard shows, the scheduled
+	// tests write and lakefed bench reads: a SQLite file, or a
+	// PostgreSQL URL (postgres://user@host:5432/db) that several
+	// federators and bench agents share. Default: tests.db when set,
+	// else the bench store's default ($LAKEFED_BENCH_DB, else
+	// ~/.local/share/lakefed/bench.db).
+	Results string `yaml:"results"`
 
 	// lines maps field paths to lines of the file, for error messages.
 	lines map[string]int

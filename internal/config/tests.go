@@ -66,8 +66,8 @@ type Tests struct {
 	// interval) and their samples; older ones are deleted hourly. Runs of
 	// lakefed bench are kept. Default 168h (7 days).
 	Retention Duration `yaml:"retention"`
-	// DB is the results store. Default: the bench store's default path
-	// ($LAKEFED_BENCH_DB, else ~/.local/share/lakefed/bench.db).
+	// DB is the results store, as the top-level results says (which
+	// wins when both are set); kept for configs written before it.
 	DB string `yaml:"db"`
 }
 

@@ -226,17 +226,17 @@ func DefaultPath() string {
 func Open(ctx context.Context, path string) (*Store, error) {
 	db, d, err := open(path)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", redact(path), err)
+		return nil, fmt.Errorf("store: open %s: %w", Redact(path), err)
 	}
 	if err := migrate(ctx, db, d); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: %s: %w", redact(path), err)
+		return nil, fmt.Errorf("store: %s: %w", Redact(path), err)
 	}
 	return &Store{db: db, d: d}, nil
 }
 
-// redact is path without the password of a URL, for messages.
-func redact(path string) string {
+// Redact is path without the password of a URL, for messages.
+func Redact(path string) string {
 	if !IsURL(path) {
 		return path
 	}

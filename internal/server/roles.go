@@ -88,9 +88,13 @@ type resultsRole struct{ store *results.Store }
 func (r *resultsRole) start(ctx context.Context, s *Server) error {
 	path, required := s.opts.ResultsPath, s.opts.ResultsPath != ""
 	if !required {
-		path = results.DefaultPath()
-		if s.cfg.Tests != nil && s.cfg.Tests.DB != "" {
+		switch {
+		case s.cfg.Results != "":
+			path = s.cfg.Results
+		case s.cfg.Tests != nil && s.cfg.Tests.DB != "":
 			path = s.cfg.Tests.DB
+		default:
+			path = results.DefaultPath()
 		}
 	}
 	st, err := results.Open(ctx, path)
@@ -98,7 +102,7 @@ func (r *resultsRole) start(ctx context.Context, s *Server) error {
 	case err != nil && required:
 		return fmt.Errorf("server: results store: %w", err)
 	case err != nil:
-		s.log.Error("no dashboard and no scheduled tests: cannot open the results store", "path", path, "err", err)
+		s.log.Error("no dashboard and no scheduled tests: cannot open the results store", "path", results.Redact(path), "err", err)
 		return nil
 	}
 	r.store, s.store = st, st

@@ -115,7 +115,7 @@ func (p *Postgres) start(t testing.TB, bin string, as *syscall.SysProcAttr) erro
 	cmd := exec.Command(filepath.Join(bin, "postgres"), p.args...)
 	cmd.SysProcAttr = as
 	cmd.Stdout, cmd.Stderr = f, f
-	p.log, p.bin, p.args = log, cmd.Path, p.args
+	p.log, p.bin = log, cmd.Path
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
