@@ -50,16 +50,15 @@ func (f *Federator) TestTargets() []TestTarget {
 // hysteresis). Setting a mark that is already set, or lifting one that is
 // not, changes nothing. Unknown names are an error.
 //
-// With state shared through Redis, the mark is shared too: the other
-// federators take it within a health interval (sharedExclusion), and
-// lift it when this one does.
+// With state shared through Redis, the mark is the fleet's: the other
+// federators take it within a health interval, and lift it when any
+// federator's tests lift it (sharedExclusion).
 func (f *Federator) SetExcluded(name, why string, on bool) error {
 	s := f.snap.Load()
 	m, ok := s.byName[name]
 	if !ok {
 		return fmt.Errorf("federation: exclude: no endpoint %q", name)
 	}
-	m.h.sharedExcl.Store(false) // this federator's own mark from now on
 	if sh := f.opts.Shared; sh != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -79,7 +78,7 @@ func (f *Federator) SetExcluded(name, why string, on bool) error {
 // round (a minute by default); a federator that stops saying so (it
 // died) has its exclusion lapse after this, and the health probes decide
 // again.
-const sharedExclusionTTL = 10 * time.Minute
+const sharedExclusionTTL = 10 * time.Minute // many rounds of any fleet's tests
 
 func exclusionKey(name string) string { return "exclude:" + name }
 
@@ -100,10 +99,10 @@ func (f *Federator) exclude(m *member, why string, on bool) {
 	f.setState(m, false, msg) // no-op when the probes had it down already
 }
 
-// sharedExclusion takes the exclusions the other federators' scheduled
-// tests decided (SetExcluded), and lifts those they lifted. An exclusion
-// this federator's own tests made is theirs to lift. Nothing changes
-// while Redis cannot be reached.
+// sharedExclusion makes this federator's exclusions those of the
+// fleet: what the scheduled tests of any federator sharing state decided
+// (SetExcluded) is taken, and what they lifted is lifted, whichever
+// federator made it. Nothing changes while Redis cannot be reached.
 func (f *Federator) sharedExclusion(ctx context.Context, m *member) {
 	sh := f.opts.Shared
 	if sh == nil || sh.Degraded() {
@@ -113,11 +112,9 @@ func (f *Federator) sharedExclusion(ctx context.Context, m *member) {
 	switch {
 	case err != nil:
 	case why != nil && !m.h.excluded.Load():
-		m.h.sharedExcl.Store(true)
-		f.exclude(m, string(why)+" (by another federator)", true)
-	case why == nil && m.h.sharedExcl.Load():
-		m.h.sharedExcl.Store(false)
-		f.exclude(m, "lifted by another federator", false)
+		f.exclude(m, string(why), true)
+	case why == nil && m.h.excluded.Load():
+		f.exclude(m, "lifted by the fleet's scheduled tests", false)
 	}
 }
 

@@ -24,10 +24,7 @@ type health struct {
 	// excluded is set by SetExcluded (the scheduled tests found the
 	// endpoint failing): it keeps the endpoint out of use whatever the
 	// probes say, until lifted.
-	excluded atomic.Bool
-	// sharedExcl: the exclusion was taken from another federator's
-	// scheduled tests (sharedExclusion), and is lifted when it lifts it.
-	sharedExcl atomic.Bool
+	excluded   atomic.Bool
 	probeFails atomic.Int32 // consecutive failed probes (written by the prober only)
 	probeOKs   atomic.Int32 // consecutive good probes while down
 	reqErrs    atomic.Int32 // consecutive request errors

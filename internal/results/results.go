@@ -249,7 +249,7 @@ func Redact(path string) string {
 // schemaVersion is the version of the schema this binary reads and
 // writes. The migrations below bring a database of any older version up
 // to it, once, in one transaction.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // migrations[v] brings a database from version v to v+1.
 var migrations = [schemaVersion]string{
@@ -257,6 +257,8 @@ var migrations = [schemaVersion]string{
 	`UPDATE runs SET status='interrupted' WHERE status='canceled'`,
 	// 1 → 2: samples name the node (bench agent) that ran their job.
 	`ALTER TABLE samples ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
+	// 2 → 3: the periods of scheduled work a process claimed (ClaimPeriod).
+	`CREATE TABLE IF NOT EXISTS claims (name TEXT NOT NULL, period BIGINT NOT NULL, PRIMARY KEY (name, period))`,
 }
 
 // ErrNewerSchema: the database was written by a newer lakefed.
@@ -720,4 +722,32 @@ func (s *Store) Prune(ctx context.Context, kind string, before time.Time) (int64
 		return 0, fmt.Errorf("store: prune %s runs: %w", kind, err)
 	}
 	return n, nil
+}
+
+// ClaimPeriod claims the current period of scheduled work name (a round
+// of the site tests) for the caller, and reports whether it got it: of
+// all the processes sharing the store, one gets each period, so work
+// scheduled on every federator of a fleet runs once per period between
+// them. Periods are counted on the database's clock, so the processes'
+// clocks need not agree; a caller should ask in the middle of its own
+// period (PeriodStart), where a skew of less than half a period does not
+// matter.
+func (s *Store) ClaimPeriod(ctx context.Context, name string, period time.Duration) (bool, error) {
+	ms := max(period.Milliseconds(), 1)
+	now := `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
+	if s.d.pg {
+		now = `CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)`
+	}
+	var got int64
+	err := s.db.QueryRowContext(ctx, s.d.q(`INSERT INTO claims(name, period) VALUES (?, `+now+` / ?)
+		ON CONFLICT DO NOTHING RETURNING period`), name, ms).Scan(&got)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("store: claim %s: %w", name, err)
+	}
+	// Older claims are of no use: keep a day's worth of short periods.
+	_, _ = s.db.ExecContext(ctx, s.d.q(`DELETE FROM claims WHERE name=? AND period < ?`), name, got-1000)
+	return true, nil
 }

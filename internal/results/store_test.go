@@ -448,3 +448,59 @@ func TestPrune(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimPeriod: of several stores on one database claiming the same
+// period at once, exactly one gets it; the next period is claimed again,
+// and other work's periods are apart.
+func TestClaimPeriod(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.newDB(t)
+		var stores []*Store
+		for range 3 {
+			st, err := Open(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			stores = append(stores, st)
+		}
+		const period = time.Hour // all claims below fall in one period
+		claim := func(name string) int {
+			var won sync.WaitGroup
+			var mu sync.Mutex
+			n := 0
+			for _, st := range stores {
+				won.Go(func() {
+					got, err := st.ClaimPeriod(ctx, name, period)
+					if err != nil {
+						t.Error(err)
+					}
+					if got {
+						mu.Lock()
+						n++
+						mu.Unlock()
+					}
+				})
+			}
+			won.Wait()
+			return n
+		}
+		if n := claim("tests"); n != 1 {
+			t.Errorf("3 stores claimed one period %d times, want once", n)
+		}
+		if n := claim("tests"); n != 0 {
+			t.Errorf("a period claimed again %d times, want 0", n)
+		}
+		if n := claim("other"); n != 1 {
+			t.Errorf("another work's period claimed %d times, want once", n)
+		}
+		if got, err := stores[0].ClaimPeriod(ctx, "short", time.Millisecond); err != nil || !got {
+			t.Fatalf("ClaimPeriod(1ms) = %v, %v", got, err)
+		}
+		testenv.Eventually(t, 5*time.Second, "the next 1 ms period is claimed", func() bool {
+			got, err := stores[1].ClaimPeriod(ctx, "short", time.Millisecond)
+			return err == nil && got
+		})
+	})
+}

@@ -232,6 +232,14 @@ func FederatorTargets(f *federation.Federator) func() []Target {
 }
 
 // Run runs a round every Interval until ctx ends. It returns nil then.
+//
+// With a results store, the rounds are periods of the store's clock, and
+// a round runs only where the store gives its period (ClaimPeriod):
+// federators sharing a store (PostgreSQL) test each endpoint once per
+// period between them, not once each. Each asks in the middle of its
+// period, so clocks that differ by less than half an interval agree on
+// which period it is. A store that does not answer does not stop the
+// tests: the round runs.
 func (s *Scheduler) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -241,9 +249,34 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		s.RunOnce(ctx)
-		t.Reset(s.cfg.Interval.D())
+		iv := s.cfg.Interval.D()
+		if s.claim(ctx, iv) {
+			s.RunOnce(ctx)
+		}
+		now := time.Now()
+		next := now.Truncate(iv).Add(iv / 2)
+		if !next.After(now) {
+			next = next.Add(iv)
+		}
+		t.Reset(next.Sub(now))
 	}
+}
+
+// claimName is the work the rounds claim in the results store.
+const claimName = "sitetest-round"
+
+// claim reports whether this scheduler runs the round of the current
+// period (see Run).
+func (s *Scheduler) claim(ctx context.Context, iv time.Duration) bool {
+	if s.opts.Store == nil {
+		return true
+	}
+	got, err := s.opts.Store.ClaimPeriod(ctx, claimName, iv)
+	if err != nil {
+		s.log.Warn("the results store does not answer: testing this round without a claim", "err", err)
+		return true
+	}
+	return got
 }
 
 func siteOf(t Target) string {
@@ -285,8 +318,36 @@ func (s *Scheduler) RunOnce(ctx context.Context) []Result {
 		}
 	}
 	s.pruneLocked(context.WithoutCancel(ctx))
-	s.apply(targets, results)
+	s.apply(targets, results, s.storedFails(context.WithoutCancel(ctx), results))
 	return results
+}
+
+// storedFails counts, for each endpoint tested, the failed tests in a
+// row up to this round in the results store: the history every federator
+// sharing the store wrote, so that rounds run by different federators
+// count towards one decision. Endpoints whose history cannot be read are
+// left out (apply counts in memory for them).
+func (s *Scheduler) storedFails(ctx context.Context, rs []Result) map[string]int {
+	st := s.opts.Store
+	if st == nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, r := range rs {
+		if r.tester || r.RunID == 0 {
+			continue
+		}
+		h, err := st.SiteHistory(ctx, r.Name, Kind, s.cfg.FailAfter)
+		if err != nil {
+			continue
+		}
+		n := 0
+		for i := len(h) - 1; i >= 0 && h[i].Classification != "ok"; i-- {
+			n++
+		}
+		out[r.Name] = n
+	}
+	return out
 }
 
 func (s *Scheduler) budget(site string) *budget {
@@ -481,8 +542,10 @@ func (s *Scheduler) save(ctx context.Context, r *Result) (int64, error) {
 }
 
 // apply updates the per-endpoint state with a round's results and
-// applies the exclusion rules with the mass-exclusion guard.
-func (s *Scheduler) apply(targets []Target, results []Result) {
+// applies the exclusion rules with the mass-exclusion guard. stored are
+// the failures in a row the results store holds (storedFails); an
+// endpoint missing there counts this round's result onto its own.
+func (s *Scheduler) apply(targets []Target, results []Result, stored map[string]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rounds++
@@ -513,10 +576,20 @@ func (s *Scheduler) apply(targets []Target, results []Result) {
 			e.next = (e.next + 1) % historyLen
 		}
 		s.m.result(r.Name, r.OK)
-		if r.OK {
+		switch n, ok := stored[r.Name]; {
+		case ok:
+			e.fails = n
+		case r.OK:
 			e.fails = 0
-		} else {
+		default:
 			e.fails++
+		}
+		if ex, ok := s.opts.Excluder.(interface{ Excluded(string) bool }); ok {
+			// Another federator of the fleet may have excluded it, or
+			// lifted the exclusion this one made.
+			if e.excluded = ex.Excluded(r.Name); e.excluded && e.why == "" {
+				e.why = "excluded by another federator's tests"
+			}
 		}
 	}
 	for name, e := range s.state { // endpoints removed by a reload
