@@ -193,24 +193,28 @@ type counters struct {
 	ops, fails, bytes, active atomic.Int64
 }
 
-// runPaced runs the jobs of plan, each doing op every period from its
-// start until the plan's end. A job that falls more than a period behind
-// skips the ticks it missed (and records them), as an AAA job that cannot
-// keep up would. Every loop is bounded by the plan's end and ctx.
-func runPaced(ctx context.Context, c *Common, kind string, plan []stepPlan, period time.Duration,
-	op pacedOp, cnt *counters) []jobRecord {
-	jobs := plan[len(plan)-1].jobs
+// perJob is the samples each job keeps at most: its share of the sample
+// budget.
+func perJob(c *Common, plan []stepPlan) int {
+	return max(c.maxSamples()/max(plan[len(plan)-1].jobs, 1), 1)
+}
+
+// runJobs runs the jobs given (all of a run's, or some on one of the
+// nodes running it) on the schedule of a run that started at start, each
+// doing op every period from its start until the plan's end. A job that
+// falls more than a period behind skips the ticks it missed (and records
+// them), as an AAA job that cannot keep up would. Every loop is bounded
+// by the plan's end and ctx. The records are in the order of jobs.
+func runJobs(ctx context.Context, perJob int, kind string, plan []stepPlan, period time.Duration,
+	op pacedOp, cnt *counters, start time.Time, jobs []int) []jobRecord {
 	end := plan[len(plan)-1].end
-	recs := make([]jobRecord, jobs)
-	// Each job keeps at most its share of the sample budget.
-	perJob := max(c.maxSamples()/max(jobs, 1), 1)
-	start := time.Now()
+	recs := make([]jobRecord, len(jobs))
 	var wg sync.WaitGroup
-	for j := range jobs {
+	for x, j := range jobs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := &recs[j]
+			rec := &recs[x]
 			next := jobStart(plan, j, period)
 			timer := time.NewTimer(time.Until(start.Add(next)))
 			defer timer.Stop()

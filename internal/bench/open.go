@@ -87,43 +87,71 @@ type OpenSummary struct {
 // files are a fresh set written for the run (Common.Reuse: the prepared
 // set), removed afterwards (Common.Keep: kept).
 func Open(ctx context.Context, t *Target, o OpenOptions) (*Result, error) {
+	p, cleanup, err := PrepareOpen(ctx, t, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	return p.runHere(ctx, t, o.Progress, o)
+}
+
+// PrepareOpen makes the open test of o ready to run on t (its files
+// written; o's defaults filled) and returns it with the function that
+// removes its fresh files.
+func PrepareOpen(ctx context.Context, t *Target, o *OpenOptions) (*PacedTest, func(), error) {
 	o.fill()
 	rng := o.rng()
 	fs, err := t.openFiles(ctx, &o.Common, o.Files, o.FileSize, rng, "open")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o.Files, o.FileSize = len(fs.paths), fs.size
-	if fs.fresh && !o.Keep {
-		defer t.removeFiles(context.WithoutCancel(ctx), fs)
-	}
 	plan := o.Ramp.plan(&o.Common)
-	period := o.scale(o.Period)
-	openers := make([]*opener, o.Jobs)
-	offsets := make([]int, o.Jobs)
+	p := &PacedTest{Kind: "open", Stages: stagesOf(plan), Period: o.scale(o.Period), Paths: fs.paths, Size: fs.size,
+		Starts: make([]int64, o.Jobs), PerJob: perJob(&o.Common, plan)}
 	for j := range o.Jobs {
-		openers[j] = t.newOpener()
-		offsets[j] = j * len(fs.paths) / o.Jobs
+		p.Starts[j] = int64(j * len(fs.paths) / o.Jobs)
 	}
+	return p, t.cleanup(ctx, fs, o.Keep), nil
+}
+
+// cleanup returns what removes fs after the run: its fresh files, unless
+// keep.
+func (t *Target) cleanup(ctx context.Context, fs *fileSet, keep bool) func() {
+	return func() {
+		if fs.fresh && !keep {
+			t.removeFiles(context.WithoutCancel(ctx), fs)
+		}
+	}
+}
+
+// runHere runs every job of p on t in this process, and makes its
+// result with params (the test's options).
+func (p *PacedTest) runHere(ctx context.Context, t *Target, progress Progress, params any) (*Result, error) {
 	var cnt counters
-	res := &Result{Kind: "open", Target: t.raw, Site: t.site, Params: o, Started: time.Now()}
+	res := &Result{Kind: p.Kind, Target: t.raw, Site: t.site, Params: params, Started: time.Now()}
 	t.served.reset()
-	stop := showProgress(o.Progress, progressLine("open", plan, res.Started, &cnt, false))
-	recs := runPaced(ctx, &o.Common, "open", plan, period, func(ctx context.Context, j, n int) (int64, error) {
-		i := (offsets[j] + n) % len(fs.paths)
-		_, err := openers[j].open(ctx, fs.paths[i], fs.url(i))
-		return 0, err
-	}, &cnt)
+	stop := showProgress(progress, progressLine(p.Kind, p.plan(), res.Started, &cnt, p.Kind == "read"))
+	op, err := p.op(t, allJobs(p.Jobs()))
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	recs := runJobs(ctx, p.PerJob, p.Kind, p.plan(), p.Period, op, &cnt, res.Started, allJobs(p.Jobs()))
 	stop()
 	res.Ended = time.Now()
 	res.Site = t.servedSite(context.WithoutCancel(ctx))
 	res.Canceled = ctx.Err() != nil
-	res.Steps = aggregateSteps(plan, recs, period, func(jobs int) float64 {
-		return float64(jobs) / period.Seconds()
-	}, false)
-	res.Samples = flatten(recs)
-	res.Summary = summarizeOpen(res, o.speed())
+	p.finish(res, recs)
 	return res, nil
+}
+
+func allJobs(n int) []int {
+	jobs := make([]int, n)
+	for j := range jobs {
+		jobs[j] = j
+	}
+	return jobs
 }
 
 // openFiles returns the file set an open or read test uses: the prepared

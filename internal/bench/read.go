@@ -110,53 +110,43 @@ type ReadSummary struct {
 // bytes every Period from their own file (as one range, or as Vector
 // ranges in one multi-range request), ramped.
 func Read(ctx context.Context, t *Target, o ReadOptions) (*Result, error) {
+	p, cleanup, err := PrepareRead(ctx, t, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	return p.runHere(ctx, t, o.Progress, o)
+}
+
+// PrepareRead makes the read test of o ready to run on t (its files
+// written; o's defaults filled) and returns it with the function that
+// removes its fresh files.
+func PrepareRead(ctx context.Context, t *Target, o *ReadOptions) (*PacedTest, func(), error) {
 	o.fill()
 	if o.Vector > 1 && o.Block/int64(o.Vector) < 1 {
-		return nil, fmt.Errorf("bench: block %d too small for %d ranges", o.Block, o.Vector)
+		return nil, nil, fmt.Errorf("bench: block %d too small for %d ranges", o.Block, o.Vector)
 	}
 	rng := o.rng()
 	fs, err := t.openFiles(ctx, &o.Common, o.Files, o.FileSize, rng, "read")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o.Files, o.FileSize = len(fs.paths), fs.size
-	if fs.fresh && !o.Keep {
-		defer t.removeFiles(context.WithoutCancel(ctx), fs)
-	}
+	cleanup := t.cleanup(ctx, fs, o.Keep)
 	if o.Block > fs.size {
-		return nil, fmt.Errorf("bench: block %d larger than the files (%d bytes)", o.Block, fs.size)
+		cleanup()
+		return nil, nil, fmt.Errorf("bench: block %d larger than the files (%d bytes)", o.Block, fs.size)
 	}
 	plan := o.Ramp.plan(&o.Common)
-	period := o.scale(o.Period)
+	p := &PacedTest{Kind: "read", Stages: stagesOf(plan), Period: o.scale(o.Period), Paths: fs.paths, Size: fs.size,
+		Starts: make([]int64, o.Jobs), Block: o.Block, Vector: o.Vector, PerJob: perJob(&o.Common, plan)}
 	// Each job starts at its own offset so jobs sharing a file do not
 	// read the same bytes at once.
 	nblocks := fs.size / o.Block
-	starts := make([]int64, o.Jobs)
-	for j := range starts {
-		starts[j] = rng.Int64N(max(nblocks, 1))
+	for j := range p.Starts {
+		p.Starts[j] = rng.Int64N(max(nblocks, 1))
 	}
-	var cnt counters
-	res := &Result{Kind: "read", Target: t.raw, Site: t.site, Params: o, Started: time.Now()}
-	t.served.reset()
-	stop := showProgress(o.Progress, progressLine("read", plan, res.Started, &cnt, true))
-	recs := runPaced(ctx, &o.Common, "read", plan, period, func(ctx context.Context, j, n int) (int64, error) {
-		i := j % len(fs.paths)
-		off := ((starts[j] + int64(n)) % max(nblocks, 1)) * o.Block
-		if o.Vector <= 1 {
-			return t.readRange(ctx, fs.paths[i], fs.url(i), off, o.Block)
-		}
-		return t.vectorRead(ctx, fs.paths[i], fs.url(i), fs.size, off, o.Block, o.Vector)
-	}, &cnt)
-	stop()
-	res.Ended = time.Now()
-	res.Site = t.servedSite(context.WithoutCancel(ctx))
-	res.Canceled = ctx.Err() != nil
-	res.Steps = aggregateSteps(plan, recs, period, func(jobs int) float64 {
-		return float64(jobs) * float64(o.Block) / period.Seconds()
-	}, true)
-	res.Samples = flatten(recs)
-	res.Summary = summarizeRead(res, &o)
-	return res, nil
+	return p, cleanup, nil
 }
 
 // vectorRead reads block bytes as k equal ranges spread evenly over the
