@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ var benchCommands = []struct {
 	{"open", "URL", "open-rate test: N jobs each opening a file every 0.5 s, ramped (CMS AAA)", benchOpen},
 	{"read", "URL", "read-rate test: N jobs each reading 2.5 MiB every 10 s, ramped (CMS AAA)", benchRead},
 	{"root", "URL", "read one branch of a ROOT file; I/O pattern with and without prefetch", benchROOT},
+	{"agent", "", "run the jobs of open and read tests handed out through --queue (a worker node)", benchAgent},
 	{"prepare", "URL", "write the test files a site needs (file lists, a ROOT file)", benchPrepare},
 	{"list", "", "list stored runs, newest first", benchList},
 	{"show", "ID", "show a stored run with its stages", benchShow},
@@ -78,6 +80,8 @@ func benchUsage(w io.Writer) {
 type benchFlags struct {
 	cf       clientFlags
 	db       string
+	queue    string
+	rec      *runRecord // the run's record, once begun
 	noStore  bool
 	jsonOut  bool
 	speed    float64
@@ -92,6 +96,9 @@ type benchFlags struct {
 
 func (bf *benchFlags) register(fs *flag.FlagSet, classified bool) {
 	bf.cf.register(fs)
+	if classified { // the paced tests, whose jobs agents can run
+		fs.StringVar(&bf.queue, "queue", "", "hand the jobs out to bench agents through this Redis `URL` (redis://HOST:PORT/DB);\nthe agents write their samples into the same results store (--db, a postgres:// URL)")
+	}
 	fs.StringVar(&bf.db, "db", "", "results database: a SQLite `path` or a postgres:// URL (default $LAKEFED_BENCH_DB or "+results.DefaultPath()+")")
 	fs.BoolVar(&bf.noStore, "no-store", false, "do not record the run in the results store")
 	fs.BoolVar(&bf.jsonOut, "json", false, "print the result as JSON instead of a table")
@@ -147,6 +154,7 @@ func (bf *benchFlags) runOne(ctx context.Context, stdout io.Writer, kind, target
 		return err
 	}
 	defer rec.close()
+	bf.rec = rec
 	res, err := test(bf.common(newBenchProgress(os.Stderr)))
 	if err != nil {
 		// The run's own error is what the user needs; a store that
@@ -357,6 +365,9 @@ func benchOpen(ctx context.Context, stdout io.Writer, args []string) error {
 	return bf.parseAndRun(ctx, stdout, fs, args, "open", &o, func(t *bench.Target, c bench.Common) (*bench.Result, error) {
 		o.Common = c
 		announce(o.Plan())
+		if bf.queue != "" {
+			return bf.onAgents(ctx, t, o, func() (*bench.PacedTest, func(), error) { return bench.PrepareOpen(ctx, t, &o) })
+		}
 		return bench.Open(ctx, t, o)
 	})
 }
@@ -375,6 +386,9 @@ func benchRead(ctx context.Context, stdout io.Writer, args []string) error {
 	return bf.parseAndRun(ctx, stdout, fs, args, "read", &o, func(t *bench.Target, c bench.Common) (*bench.Result, error) {
 		o.Common = c
 		announce(o.Plan())
+		if bf.queue != "" {
+			return bf.onAgents(ctx, t, o, func() (*bench.PacedTest, func(), error) { return bench.PrepareRead(ctx, t, &o) })
+		}
 		return bench.Read(ctx, t, o)
 	})
 }
@@ -674,4 +688,64 @@ func (p *benchProgress) Done() {
 		fmt.Fprint(p.w, "\r\x1b[K")
 		p.drawn = false
 	}
+}
+
+// onAgents runs a paced test from the bench agents taking the jobs off
+// --queue: prepare makes it ready (its files written), then its jobs are
+// handed out and the run finished from the samples the agents stored.
+// params are the test's options, read once prepare has filled them.
+func (bf *benchFlags) onAgents(ctx context.Context, t *bench.Target, params any,
+	prepare func() (*bench.PacedTest, func(), error)) (*bench.Result, error) {
+	if bf.rec == nil {
+		return nil, usageErrorf("bench: --queue needs the results store the agents write to (not --no-store)")
+	}
+	q, err := bench.OpenQueue(ctx, bf.queue)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	p, cleanup, err := prepare()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	fmt.Fprintf(os.Stderr, "handing %d jobs out to the agents on %s; run %d\n", p.Jobs(), bf.queue, bf.rec.id)
+	return bench.RunOnAgents(ctx, q, bf.rec.st, bf.rec.id, t, p, params)
+}
+
+// benchAgent runs the jobs of the open and read tests handed out on a
+// queue, until interrupted.
+func benchAgent(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("bench agent", "\n\nA bench agent: takes the jobs of open and read tests that 'lakefed bench open|read\n--queue URL' hands out, runs them on the run's schedule, and writes their samples,\nnamed by node, into the results store. Jobs of an agent that stops are taken over by\nanother. Runs until interrupted.")
+	var bf benchFlags
+	bf.cf.register(fs)
+	queue := fs.String("queue", "", "the Redis `URL` runs are handed out through (redis://HOST:PORT/DB)")
+	node := fs.String("node", "", "this agent's `name` in the runs (default: host name and pid)")
+	fs.StringVar(&bf.db, "results", "", "the results store the runs are in: a postgres:// `URL` (or a SQLite path on one machine)")
+	fs.IntVar(&bf.maxConns, "max-conns", 0, "connections to a target at most (0: 1024)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *queue == "" || bf.db == "" {
+		return usageErrorf("bench agent: want --queue and --results")
+	}
+	if *node == "" {
+		host, _ := os.Hostname()
+		*node = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	bf.speed = 1
+	q, err := bench.OpenQueue(ctx, *queue)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	st, err := openStoreAt(ctx, bf.db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", *node)
+	log.Info("bench agent waiting for jobs", "queue", *queue)
+	a := &bench.Agent{Queue: q, Store: st, Node: *node, Log: log, Target: bf.target}
+	return a.Serve(ctx)
 }

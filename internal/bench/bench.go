@@ -106,8 +106,14 @@ type Result struct {
 	// Summary is the kind's summary: *IOSummary, *OpenSummary,
 	// *ReadSummary or *ROOTSummary.
 	Summary any `json:"summary"`
-	// Canceled says the run was interrupted before its end.
-	Canceled bool `json:"canceled,omitempty"`
+	// Canceled says the run was interrupted before its end; Incomplete
+	// says what it lacks when it ended without all of its samples (a run
+	// from several nodes whose store could not take some).
+	Canceled   bool   `json:"canceled,omitempty"`
+	Incomplete string `json:"incomplete,omitempty"`
+	// samplesStored: the samples are in the results store already (the
+	// agents of a run from several nodes wrote them).
+	samplesStored bool
 }
 
 // Progress is shown a run's progress. Implementations must be safe for

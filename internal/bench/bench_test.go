@@ -437,7 +437,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	if err != nil || len(hist) != 2 || hist[0].ID != ids[0] {
 		t.Errorf("SiteHistory = %v, %v; want both, oldest first", hist, err)
 	}
-	ts, vs, err := st.SampleSeries(ctx, ids[0], "open", 10)
+	ts, vs, err := st.SampleSeries(ctx, ids[0], "open", "", 10)
 	if err != nil || len(ts) == 0 || len(ts) > 10 || len(ts) != len(vs) {
 		t.Errorf("SampleSeries = %d/%d points, %v; want 1..10", len(ts), len(vs), err)
 	}

@@ -80,6 +80,8 @@ type OpenSummary struct {
 	Max  float64 `json:"max"`
 	// FirstErr is one of the errors seen, for the report.
 	FirstErr string `json:"first_err,omitempty"`
+	// Fleet is what each node did, for a run handed out to agents.
+	Fleet *FleetReport `json:"fleet,omitempty"`
 }
 
 // Open runs the open-rate test against t: jobs that each open (stat and

@@ -104,6 +104,8 @@ type ReadSummary struct {
 	FailFrac float64 `json:"fail_frac"`
 	Bytes    int64   `json:"bytes"`
 	FirstErr string  `json:"first_err,omitempty"`
+	// Fleet is what each node did, for a run handed out to agents.
+	Fleet *FleetReport `json:"fleet,omitempty"`
 }
 
 // Read runs the read-rate test against t: jobs that each read Block

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -58,15 +59,17 @@ func Record(ctx context.Context, st *results.Store, id int64, res *Result, v Ver
 	if err := st.SetSteps(ctx, id, res.Steps); err != nil {
 		return err
 	}
-	if err := st.AddSamples(ctx, id, res.Samples); err != nil {
-		return err
+	if !res.samplesStored {
+		if err := st.AddSamples(ctx, id, res.Samples); err != nil {
+			return err
+		}
 	}
 	status := results.StatusDone
-	if res.Canceled {
+	if res.Canceled || res.Incomplete != "" {
 		status = results.StatusInterrupted
 	}
 	return st.FinishRun(ctx, id, results.Finish{Status: status, Classification: v.Class, Reasons: v.Reasons,
-		Summary: res.Summary, Ended: res.Ended, Params: marshalParams(res.Params), Site: res.Site})
+		Summary: res.Summary, Ended: res.Ended, Params: marshalParams(res.Params), Site: res.Site, Error: res.Incomplete})
 }
 
 // RecordFailure finishes run id (from Begin) as a run that could not
@@ -103,8 +106,28 @@ func WriteSummary(w io.Writer, res *Result, v Verdict) error {
 			row("", "- %s", r)
 		}
 	}
+	var fleet *FleetReport
+	switch s := res.Summary.(type) {
+	case *OpenSummary:
+		fleet = s.Fleet
+	case *ReadSummary:
+		fleet = s.Fleet
+	}
+	if fleet != nil {
+		nodes := make([]string, 0, len(fleet.Nodes))
+		for n, jobs := range fleet.Nodes {
+			nodes = append(nodes, fmt.Sprintf("%s %d", n, jobs))
+		}
+		slices.Sort(nodes)
+		row("agents", "%s (jobs run)", strings.Join(nodes, ", "))
+		row("jobs handed out", "%d chunks; %d jobs reclaimed from agents that stopped, %d lost", fleet.Chunks, fleet.Reclaimed, fleet.Lost)
+		row("samples missing", "%d", fleet.MissingSamples)
+	}
 	if res.Canceled {
 		row("note", "interrupted before the end")
+	}
+	if res.Incomplete != "" {
+		row("note", "incomplete: %s", res.Incomplete)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

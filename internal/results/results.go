@@ -644,22 +644,24 @@ func (s *Store) Samples(ctx context.Context, id int64, f SampleFilter) ([]Sample
 	return out, nil
 }
 
-// SampleSeries returns (t, value) of run id's successful samples of kind,
-// thinned to at most max points (0: 2000) by keeping every k-th: the time
-// series the dashboard plots without shipping a million rows.
-func (s *Store) SampleSeries(ctx context.Context, id int64, kind string, max int) (t, v []float64, err error) {
+// SampleSeries returns (t, value) of run id's successful samples of kind
+// (those of node only, unless node is ""), thinned to at most max points
+// (0: 2000) by keeping every k-th: the time series the dashboard plots
+// without shipping a million rows.
+func (s *Store) SampleSeries(ctx context.Context, id int64, kind, node string, max int) (t, v []float64, err error) {
 	if max <= 0 {
 		max = 2000
 	}
 	var n int64
-	if err := s.db.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM samples WHERE run_id=? AND kind=? AND ok`),
-		id, kind).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM samples WHERE run_id=? AND kind=? AND ok AND (?='' OR node=?)`),
+		id, kind, node, node).Scan(&n); err != nil {
 		return nil, nil, fmt.Errorf("store: series of run %d: %w", id, err)
 	}
 	step := n/int64(max) + 1
 	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT t, value FROM
-		(SELECT t, value, ROW_NUMBER() OVER (ORDER BY t) AS rn FROM samples WHERE run_id=? AND kind=? AND ok) AS thinned
-		WHERE (rn-1) % ? = 0 ORDER BY t`), id, kind, step)
+		(SELECT t, value, ROW_NUMBER() OVER (ORDER BY t) AS rn FROM samples
+		 WHERE run_id=? AND kind=? AND ok AND (?='' OR node=?)) AS thinned
+		WHERE (rn-1) % ? = 0 ORDER BY t`), id, kind, node, node, step)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: series of run %d: %w", id, err)
 	}
@@ -672,6 +674,25 @@ func (s *Store) SampleSeries(ctx context.Context, id int64, kind string, max int
 		t, v = append(t, a), append(v, b)
 	}
 	return t, v, rows.Err()
+}
+
+// Nodes returns the nodes whose samples run id holds, sorted; none for
+// a run from one process.
+func (s *Store) Nodes(ctx context.Context, id int64) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.q(`SELECT DISTINCT node FROM samples WHERE run_id=? AND node!='' ORDER BY node`), id)
+	if err != nil {
+		return nil, fmt.Errorf("store: nodes of run %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("store: nodes of run %d: %w", id, err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
 }
 
 // Delete removes run id with its steps and samples.

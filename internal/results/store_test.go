@@ -314,7 +314,7 @@ func TestExportSamples(t *testing.T) {
 		if err := st.EachSample(ctx, id, SampleFilter{}, func(Sample) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
 			t.Errorf("EachSample with an error from fn = %v after %d calls; want it back after 1", err, calls)
 		}
-		ts, vs, err := st.SampleSeries(ctx, id, "root-read", 100)
+		ts, vs, err := st.SampleSeries(ctx, id, "root-read", "", 100)
 		if err != nil || len(ts) == 0 || len(ts) > 100 || len(ts) != len(vs) {
 			t.Errorf("SampleSeries(max 100) = %d times, %d values, %v", len(ts), len(vs), err)
 		}

@@ -142,6 +142,16 @@ func (p *Postgres) Signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
+// Kill kills PostgreSQL with SIGKILL, the postmaster and every backend
+// (a crash of the server: killing the postmaster alone leaves the
+// backends serving their connections for a while).
+func (p *Postgres) Kill() error {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return fmt.Errorf("postgres is not running")
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+}
+
 // Restart starts PostgreSQL again on the same port and data directory
 // after Stop or a kill (its crash recovery runs first).
 func (p *Postgres) Restart(t testing.TB) {

@@ -250,7 +250,7 @@ func (d *Dashboard) protocolSeries(ctx context.Context, runs []results.Run, kind
 			continue
 		}
 		seen[l] = true
-		t, v, err := d.o.Store.SampleSeries(ctx, run.ID, kind, 300)
+		t, v, err := d.o.Store.SampleSeries(ctx, run.ID, kind, "", 300)
 		if err != nil {
 			return namedPlot{}, err
 		}

@@ -149,22 +149,35 @@ func (d *Dashboard) sampleSeries(ctx context.Context, runs []results.Run, name f
 				return nil, err
 			}
 		}
+		// A run from several nodes (bench agents) has a series per node.
+		nodes, err := d.o.Store.Nodes(ctx, run.ID)
+		if err != nil {
+			return nil, err
+		}
+		if len(nodes) == 0 {
+			nodes = []string{""}
+		}
 		for _, k := range ks {
-			t, v, err := d.o.Store.SampleSeries(ctx, run.ID, k, 500)
-			if err != nil {
-				return nil, err
+			for _, node := range nodes {
+				t, v, err := d.o.Store.SampleSeries(ctx, run.ID, k, node, 500)
+				if err != nil {
+					return nil, err
+				}
+				if len(t) == 0 {
+					continue
+				}
+				s := series{Name: name(run), X: t}
+				if node != "" {
+					s.Name += " · node " + node
+				}
+				for _, x := range v {
+					s.Y = append(s.Y, x*1000)
+				}
+				if _, ok := byKind[k]; !ok {
+					kinds = append(kinds, k)
+				}
+				byKind[k] = append(byKind[k], s)
 			}
-			if len(t) == 0 {
-				continue
-			}
-			s := series{Name: name(run), X: t}
-			for _, x := range v {
-				s.Y = append(s.Y, x*1000)
-			}
-			if _, ok := byKind[k]; !ok {
-				kinds = append(kinds, k)
-			}
-			byKind[k] = append(byKind[k], s)
 		}
 	}
 	var out []namedPlot

@@ -217,3 +217,42 @@ func TestRenderEmptyPlot(t *testing.T) {
 		}
 	}
 }
+
+// A run from several bench agents is drawn with a series per node.
+func TestRunSeriesPerNode(t *testing.T) {
+	ctx := context.Background()
+	st, err := results.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	id, err := st.CreateRun(ctx, &results.Run{Kind: "open", Target: "http://127.0.0.1:9001/", Site: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples []results.Sample
+	for i := range 40 {
+		samples = append(samples, results.Sample{T: float64(i) / 10, Kind: "open", Job: i % 4, Value: 0.002, OK: true,
+			Node: fmt.Sprintf("agent-%d", i%2)})
+	}
+	if err := st.AddSamples(ctx, id, samples); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishRun(ctx, id, results.Finish{Status: results.StatusDone}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Store: st, Log: quiet}))
+	defer srv.Close()
+	code, body := get(t, fmt.Sprintf("%s/ui/run/%d", srv.URL, id))
+	if code != http.StatusOK {
+		t.Fatalf("GET run page = %d", code)
+	}
+	for _, node := range []string{"node agent-0", "node agent-1"} {
+		if !strings.Contains(body, node) {
+			t.Errorf("run page has no series of %q", node)
+		}
+	}
+	if n := plotPoints(body)["series-open"]; n != 40 {
+		t.Errorf("series-open has %d points, want 40 (20 per node)", n)
+	}
+}
