@@ -136,6 +136,16 @@ func TestAgentsShareARun(t *testing.T) {
 	if err != nil || len(nodes) < 2 {
 		t.Errorf("run %d: samples of nodes %v, %v; want a series per agent that finished", r.ID, nodes, err)
 	}
+	// The store's commands read the run from PostgreSQL as from SQLite.
+	id := strconv.FormatInt(r.ID, 10)
+	for _, args := range [][]string{
+		{"list"}, {"show", id}, {"compare", id, id}, {"export", "--format", "csv", id},
+	} {
+		out, err := exec.Command(f.bin, append([]string{"bench", args[0], "--db", f.db}, args[1:]...)...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "open") && args[0] != "export" || len(out) == 0 {
+			t.Errorf("lakefed bench %s --db postgres://...: %v\n%.2000s", strings.Join(args, " "), err, out)
+		}
+	}
 }
 
 // TestAgentsOutliveTheStore: PostgreSQL killed with kill -9 as a run
