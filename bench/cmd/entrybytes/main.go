@@ -1,0 +1,373 @@
+// Command entrybytes measures what one metadata entry costs the
+// federator: in its process (Go heap after a GC, divided by entries) and,
+// with -redis, in the Redis its federators share (INFO memory
+// used_memory, divided by entries). bench/shared.sh runs it.
+//
+//	entrybytes -n 1000000                               # process only
+//	entrybytes -n 1000000 -redis redis://127.0.0.1:6379/0
+//
+// The federator is the real one (package federation), with three sites,
+// proximity ranking as in bench/federation.sh, filled by one GET of
+// each path through its handler (a cold look-up, then the 302, whose
+// Link header is cached with the entry). Its endpoints are the real
+// http kind against three real storage roles in this process, except
+// that Stat answers the Info a real Stat of one file returned, with the
+// name and strings copied afresh as a parsed answer would have them: a
+// million real HTTP stats per site would take minutes, and the entry
+// keeps the same fields either way. With -redis each cold look-up goes
+// through the shared level as in production (load, lease, store).
+//
+// It prints one line of key=value pairs for the script to parse:
+// proc_bytes (per entry), redis_bytes, entries, fill_s.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/shared"
+	"github.com/lakefed/lakefed/internal/storage"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "entrybytes:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	n := flag.Int("n", 1000000, "entries")
+	pattern := flag.String("pattern", "/data/d%04d/f%07d", "path pattern, given (index/per, index)")
+	per := flag.Int("per", 100, "files per directory")
+	redisURL := flag.String("redis", "", "redis://HOST:PORT/DB: share state through it and measure it too")
+	conns := flag.Int("c", 32, "concurrent look-ups")
+	memProfile := flag.String("memprofile", "", "write a heap profile here after the fill (what an entry is made of)")
+	flag.Parse()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	sites, stop, err := startSites(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fed, rdb, stopFed, err := newFederator(ctx, sites, *n, *redisURL, log)
+	if err != nil {
+		return err
+	}
+	defer stopFed()
+	h := fed.Handler()
+	name := func(i int) string { return fmt.Sprintf(*pattern, i / *per, i) }
+	// A first few hundred look-ups grow the pools (goroutine stacks,
+	// connections to Redis) that do not grow with entries.
+	const warm = 500
+	if err := fill(h, name, 0, warm, *conns); err != nil {
+		return err
+	}
+	proc0 := heap()
+	red0, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := fill(h, name, warm, warm+*n, *conns); err != nil {
+		return err
+	}
+	fillTime := time.Since(start)
+	if err := leasesGone(ctx, rdb); err != nil {
+		return err
+	}
+	proc1 := heap()
+	red1, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+	}
+	runtime.KeepAlive(fed) // what was measured is its cache
+	fmt.Printf("entries=%d proc_bytes=%.0f redis_bytes=%s fill_s=%.1f heap_mb=%.0f\n", *n,
+		float64(proc1-proc0)/float64(*n), perEntry(rdb, red1-red0, *n), fillTime.Seconds(), float64(proc1)/(1<<20))
+	return nil
+}
+
+func perEntry(rdb *redis.Client, delta int64, n int) string {
+	if rdb == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(delta)/float64(n), 'f', 0, 64)
+}
+
+// heap returns the live heap after a full collection.
+func heap() uint64 {
+	var ms runtime.MemStats
+	for range 2 {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// site is one storage role and the http-kind endpoint that reaches it.
+type site struct {
+	name string
+	url  string
+	ep   endpoint.Endpoint
+	info endpoint.Info // what a real Stat of a file answered
+}
+
+// startSites serves three storage roles on 127.0.0.1, each with one
+// file, and stats that file through the http kind.
+func startSites(ctx context.Context, log *slog.Logger) ([]*site, func(), error) {
+	dir, err := os.MkdirTemp("", "entrybytes")
+	if err != nil {
+		return nil, nil, err
+	}
+	var wg sync.WaitGroup
+	sctx, cancel := context.WithCancel(ctx)
+	stop := func() { cancel(); wg.Wait(); os.RemoveAll(dir) }
+	var sites []*site
+	for _, name := range []string{"site-a", "site-b", "site-c"} {
+		root := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Join(root, "data"), 0o755); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		if err := os.WriteFile(filepath.Join(root, "data", "f"), []byte("one file of the bench\n"), 0o644); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		srv, err := storage.New(storage.Config{Root: root}, log)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		wg.Go(func() { _ = srv.Serve(sctx, ln); srv.Close() })
+		s := &site{name: name, url: srv.URL(ln.Addr())}
+		if s.ep, err = kinds.New(ctx, endpoint.Config{Name: name, URL: s.url}, log); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		if s.info, err = s.ep.Stat(ctx, "/data/f"); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("stat through the http kind: %w", err)
+		}
+		sites = append(sites, s)
+	}
+	return sites, stop, nil
+}
+
+// statAsTemplate is a site's endpoint whose Stat answers the site's
+// Info for every path, as freshly allocated as a parsed answer.
+type statAsTemplate struct {
+	endpoint.Endpoint
+	info endpoint.Info
+}
+
+func (e statAsTemplate) Stat(_ context.Context, p string) (endpoint.Info, error) {
+	in := e.info
+	in.Name = path.Base(p)
+	in.ETag = strings.Clone(in.ETag)
+	in.Owner, in.Group = strings.Clone(in.Owner), strings.Clone(in.Group)
+	if in.Checksums != nil {
+		in.Checksums = maps.Clone(in.Checksums)
+	}
+	return in, nil
+}
+
+func (e statAsTemplate) RedirectURL(ctx context.Context, p string, op endpoint.Op) (*url.URL, error) {
+	return endpoint.RedirectURL(ctx, e.Endpoint, p, op)
+}
+
+// newFederator makes the federator over sites, sharing state through
+// redisURL unless it is "", and returns the Redis client it shares
+// through (nil when alone) and a function that stops it all.
+func newFederator(ctx context.Context, sites []*site, n int, redisURL string, log *slog.Logger) (*federation.Federator, *redis.Client, func(), error) {
+	locs := []string{"[46.23, 6.05]", "[41.85, -88.27]", "[51.5, -0.1]"}
+	var b strings.Builder
+	fmt.Fprintf(&b, `federation:
+  mode: redirect
+  client_networks:
+    - networks: [127.0.0.0/8]
+      location: [46.23, 6.05]
+  metadata_cache: {max_entries: %d, ttl: 1h, negative_ttl: 5s}
+  health: {interval: 2s, timeout: 1s}
+  endpoints:
+`, 2*n)
+	byName := map[string]*site{}
+	for i, s := range sites {
+		fmt.Fprintf(&b, "    - {name: %s, url: %q, location: %s, timeout: 5s}\n", s.name, s.url, locs[i])
+		byName[s.name] = s
+	}
+	cfg, err := config.Parse([]byte(b.String()))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	newEP := func(ctx context.Context, ec config.Endpoint, log *slog.Logger) (endpoint.Endpoint, error) {
+		s := byName[ec.Name]
+		return statAsTemplate{Endpoint: s.ep, info: s.info}, nil
+	}
+	var fed *federation.Federator
+	var sh *shared.Client
+	if redisURL != "" {
+		sh, err = shared.New(ctx, shared.Options{URL: redisURL, Log: log,
+			OnInvalidate: func(paths []string) { fed.ForgetShared(paths) }, OnFlush: func() { fed.ForgetAll() }})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	fed, err = federation.New(ctx, *cfg.Federation, federation.Options{Log: log, NewEndpoint: newEP, Shared: sh})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if sh == nil {
+		return fed, nil, func() { fed.Close() }, nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { sh.Run(rctx) })
+	stop := func() { fed.Close(); cancel(); wg.Wait(); sh.Close() }
+	for deadline := time.Now().Add(10 * time.Second); sh.Degraded() || !sh.Trusted(); {
+		if time.Now().After(deadline) {
+			stop()
+			return nil, nil, nil, fmt.Errorf("never joined the shared state at %s", redisURL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fed, sh.Redis(), stop, nil
+}
+
+// usedMemory is Redis's INFO memory used_memory (0 without Redis).
+func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
+	if rdb == nil {
+		return 0, nil
+	}
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("redis INFO memory has no used_memory")
+}
+
+// leasesGone waits until the look-up leases of the fill (seconds long)
+// have run out and left Redis: they are not what an entry keeps. A
+// SCAN over them removes those that ran out, as any access does.
+func leasesGone(ctx context.Context, rdb *redis.Client) error {
+	if rdb == nil {
+		return nil
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var cursor uint64
+		left := 0
+		for {
+			keys, next, err := rdb.Scan(ctx, cursor, shared.Key("lease", "lookup:*"), 10000).Result()
+			if err != nil {
+				return err
+			}
+			left += len(keys)
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d look-up leases still in redis after a minute", left)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// fill GETs the paths of indexes [from, to) through h, conns at a time,
+// and wants a 302 for each.
+func fill(h http.Handler, name func(int) string, from, to, conns int) error {
+	var next atomic.Int64
+	next.Store(int64(from))
+	var bad atomic.Int64
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			w := &discard{h: http.Header{}}
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= to {
+					return
+				}
+				r, _ := http.NewRequest(http.MethodGet, "http://fed"+name(i), nil)
+				r.RemoteAddr = "127.0.0.1:40000"
+				clear(w.h)
+				h.ServeHTTP(w, r)
+				if w.code != http.StatusFound {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b := bad.Load(); b > 0 {
+		return fmt.Errorf("%d of %d GETs were not answered 302", b, to-from)
+	}
+	return nil
+}
+
+// discard is a ResponseWriter that keeps nothing.
+type discard struct {
+	h    http.Header
+	code int
+}
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(code int)        { d.code = code }
+
+func writeHeapProfile(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
