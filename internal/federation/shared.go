@@ -189,8 +189,8 @@ func encodeEntry(e *entry) ([]byte, error) {
 	for _, a := range e.answers {
 		wa := wireAnswer{Endpoint: a.m.name, Kind: a.kind, Err: a.err}
 		if r := byName[a.m]; r != nil && a.kind == ansFound {
-			info := r.info
-			wa.Info, wa.URL, wa.Born = &info, r.url, r.born
+			info := r.info()
+			wa.Info, wa.URL, wa.Born = &info, r.url(), r.born
 		}
 		w.Answers = append(w.Answers, wa)
 	}
@@ -224,7 +224,7 @@ func (f *Federator) decodeEntry(s *snapshot, p string, b []byte) *entry {
 			if a.Info == nil {
 				return nil
 			}
-			e.replicas = append(e.replicas, &replica{m: m, path: m.endpointPath(p), info: *a.Info, url: a.URL, born: a.Born, learned: &learnedSums{}})
+			e.replicas = append(e.replicas, newReplica(m, p, *a.Info, a.URL, a.Born))
 		case ansDown, ansUnavailable, ansSlow:
 			e.incomplete = true
 		}

@@ -6,11 +6,11 @@
 //	entrybytes -n 1000000                               # process only
 //	entrybytes -n 1000000 -redis redis://127.0.0.1:6379/0
 //
-// The federator is the real one (package federation), with three sites,
-// proximity ranking as in bench/federation.sh, filled by one GET of
-// each path through its handler (a cold look-up, then the 302, whose
-// Link header is cached with the entry). Its endpoints are the real
-// http kind against three real storage roles in this process, except
+// The federator is the real one (package federation), with three sites
+// (-sites) and proximity ranking as in bench/federation.sh, filled by
+// one GET of each path through its handler (a cold look-up, then the
+// 302, whose Link header is cached with the entry). Its endpoints are
+// the real http kind against real storage roles in this process, except
 // that Stat answers the Info a real Stat of one file returned, with the
 // name and strings copied afresh as a parsed answer would have them: a
 // million real HTTP stats per site would take minutes, and the entry
@@ -66,13 +66,17 @@ func run() error {
 	per := flag.Int("per", 100, "files per directory")
 	redisURL := flag.String("redis", "", "redis://HOST:PORT/DB: share state through it and measure it too")
 	conns := flag.Int("c", 32, "concurrent look-ups")
+	nsites := flag.Int("sites", 3, "sites holding every file (1 to 3)")
 	memProfile := flag.String("memprofile", "", "write a heap profile here after the fill (what an entry is made of)")
 	flag.Parse()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	sites, stop, err := startSites(ctx, log)
+	if *nsites < 1 || *nsites > 3 {
+		return errors.New("-sites: 1 to 3")
+	}
+	sites, stop, err := startSites(ctx, *nsites, log)
 	if err != nil {
 		return err
 	}
@@ -144,9 +148,9 @@ type site struct {
 	info endpoint.Info // what a real Stat of a file answered
 }
 
-// startSites serves three storage roles on 127.0.0.1, each with one
-// file, and stats that file through the http kind.
-func startSites(ctx context.Context, log *slog.Logger) ([]*site, func(), error) {
+// startSites serves n (up to three) storage roles on 127.0.0.1, each
+// with one file, and stats that file through the http kind.
+func startSites(ctx context.Context, n int, log *slog.Logger) ([]*site, func(), error) {
 	dir, err := os.MkdirTemp("", "entrybytes")
 	if err != nil {
 		return nil, nil, err
@@ -155,7 +159,7 @@ func startSites(ctx context.Context, log *slog.Logger) ([]*site, func(), error) 
 	sctx, cancel := context.WithCancel(ctx)
 	stop := func() { cancel(); wg.Wait(); os.RemoveAll(dir) }
 	var sites []*site
-	for _, name := range []string{"site-a", "site-b", "site-c"} {
+	for _, name := range []string{"site-a", "site-b", "site-c"}[:n] {
 		root := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Join(root, "data"), 0o755); err != nil {
 			stop()
