@@ -1,6 +1,8 @@
 package federation
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -38,6 +40,67 @@ func TestVersionKeepsInfo(t *testing.T) {
 		got.ModTime, c.in.ModTime = time.Time{}, time.Time{}
 		if !reflect.DeepEqual(got, c.in) {
 			t.Errorf("%s: info() = %+v, want %+v", c.name, got, c.in)
+		}
+	}
+}
+
+// TestWireEntryKeepsReplicas: an entry as the shared second level keeps
+// it gives back every replica as looked up, leaves zero fields out, and
+// an entry written with every field (as federators that leave none out
+// write it) reads the same.
+func TestWireEntryKeepsReplicas(t *testing.T) {
+	a, b := newFake("ra", true), newFake("rb", true)
+	a.put("/d/f", []byte("data"))
+	b.put("/d/f", []byte("data"))
+	tf := startFed(t, cfgYAML(slowHealth, ep("ra"), ep("rb")), a, b)
+	s := tf.snap.Load()
+	e := tf.lookup(t.Context(), s, "/d/f", 0)
+	if len(e.replicas) != 2 {
+		t.Fatalf("lookup found %d replicas, want 2", len(e.replicas))
+	}
+	raw, err := encodeEntry(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte(`"CTime"`)) || bytes.Contains(raw, []byte(`"Owner"`)) {
+		t.Errorf("encodeEntry kept zero fields: %s", raw)
+	}
+	// The same entry with every field, endpoint.Info as encoding/json
+	// writes it.
+	var w struct {
+		X int64 `json:"x"`
+		A []struct {
+			E string         `json:"e"`
+			K answerKind     `json:"k"`
+			I *endpoint.Info `json:"i,omitempty"`
+			U string         `json:"u,omitempty"`
+			B int64          `json:"b,omitempty"`
+		} `json:"a"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		t.Fatal(err)
+	}
+	full, _ := json.Marshal(w)
+	if !bytes.Contains(full, []byte(`"CTime"`)) {
+		t.Fatalf("the full form lacks CTime: %s", full)
+	}
+	for _, form := range []struct {
+		name string
+		b    []byte
+	}{{"as encoded", raw}, {"every field", full}} {
+		d := tf.decodeEntry(s, "/d/f", form.b)
+		if d == nil || len(d.replicas) != len(e.replicas) {
+			t.Fatalf("%s: decodeEntry = %+v", form.name, d)
+		}
+		for i, r := range e.replicas {
+			want, got := r.info(), d.replicas[i].info()
+			if !got.ModTime.Equal(want.ModTime) {
+				t.Errorf("%s: replica %d ModTime = %v, want %v", form.name, i, got.ModTime, want.ModTime)
+			}
+			got.ModTime, want.ModTime = time.Time{}, time.Time{}
+			if !reflect.DeepEqual(got, want) || d.replicas[i].url() != r.url() {
+				t.Errorf("%s: replica %d = %+v at %q, want %+v at %q", form.name, i, got, d.replicas[i].url(), want, r.url())
+			}
 		}
 	}
 }
