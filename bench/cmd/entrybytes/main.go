@@ -14,11 +14,17 @@
 // that Stat answers the Info a real Stat of one file returned, with the
 // name and strings copied afresh as a parsed answer would have them: a
 // million real HTTP stats per site would take minutes, and the entry
-// keeps the same fields either way. With -redis each cold look-up goes
-// through the shared level as in production (load, lease, store).
+// keeps the same fields either way.
+//
+// The process is measured on a federator alone (a federator sharing
+// state keeps the same entries). With -redis, a second federator shares
+// state through that Redis and fills it by real look-ups (load, lease,
+// store) of the first -real paths; the rest, up to -n, are copies of
+// those entries under their own paths (see redisBytes).
 //
 // It prints one line of key=value pairs for the script to parse:
-// proc_bytes (per entry), redis_bytes, entries, fill_s.
+// entries, proc_bytes (per entry), fill_s, and with -redis redis_bytes
+// (per entry, over all), redis_bytes_real (over the real ones) and real.
 package main
 
 import (
@@ -61,18 +67,19 @@ func main() {
 }
 
 func run() error {
-	n := flag.Int("n", 1000000, "entries")
-	pattern := flag.String("pattern", "/data/d%04d/f%07d", "path pattern, given (index/per, index)")
-	per := flag.Int("per", 100, "files per directory")
-	redisURL := flag.String("redis", "", "redis://HOST:PORT/DB: share state through it and measure it too")
-	conns := flag.Int("c", 32, "concurrent look-ups")
+	var o opts
+	flag.IntVar(&o.n, "n", 1000000, "entries")
+	flag.StringVar(&o.pattern, "pattern", "/data/d%04d/f%07d", "path pattern, given (index/per, index); its paths must all have one length")
+	flag.IntVar(&o.per, "per", 100, "files per directory")
+	redisURL := flag.String("redis", "", "redis://HOST:PORT/DB: measure the entries in this Redis too")
+	flag.IntVar(&o.real, "real", 50000, "with -redis: entries stored in Redis by real look-ups (the rest are copies of them)")
+	flag.IntVar(&o.conns, "c", 32, "concurrent look-ups")
 	nsites := flag.Int("sites", 3, "sites holding every file (1 to 3)")
 	memProfile := flag.String("memprofile", "", "write a heap profile here after the fill (what an entry is made of)")
 	flag.Parse()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-
 	if *nsites < 1 || *nsites > 3 {
 		return errors.New("-sites: 1 to 3")
 	}
@@ -81,53 +88,137 @@ func run() error {
 		return err
 	}
 	defer stop()
-	fed, rdb, stopFed, err := newFederator(ctx, sites, *n, *redisURL, log)
+	proc, fillTime, err := procBytes(ctx, o, sites, *memProfile, log)
 	if err != nil {
 		return err
 	}
-	defer stopFed()
-	h := fed.Handler()
-	name := func(i int) string { return fmt.Sprintf(*pattern, i / *per, i) }
-	// A first few hundred look-ups grow the pools (goroutine stacks,
-	// connections to Redis) that do not grow with entries.
-	const warm = 500
-	if err := fill(h, name, 0, warm, *conns); err != nil {
-		return err
-	}
-	proc0 := heap()
-	red0, err := usedMemory(ctx, rdb)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := fill(h, name, warm, warm+*n, *conns); err != nil {
-		return err
-	}
-	fillTime := time.Since(start)
-	if err := leasesGone(ctx, rdb); err != nil {
-		return err
-	}
-	proc1 := heap()
-	red1, err := usedMemory(ctx, rdb)
-	if err != nil {
-		return err
-	}
-	if *memProfile != "" {
-		if err := writeHeapProfile(*memProfile); err != nil {
+	out := fmt.Sprintf("entries=%d proc_bytes=%.0f fill_s=%.1f", o.n, proc, fillTime.Seconds())
+	if *redisURL != "" {
+		real, all, err := redisBytes(ctx, o, sites, *redisURL, log)
+		if err != nil {
 			return err
 		}
+		out += fmt.Sprintf(" redis_bytes=%.0f redis_bytes_real=%.0f real=%d", all, real, min(o.real, o.n))
 	}
-	runtime.KeepAlive(fed) // what was measured is its cache
-	fmt.Printf("entries=%d proc_bytes=%.0f redis_bytes=%s fill_s=%.1f heap_mb=%.0f\n", *n,
-		float64(proc1-proc0)/float64(*n), perEntry(rdb, red1-red0, *n), fillTime.Seconds(), float64(proc1)/(1<<20))
+	fmt.Println(out)
 	return nil
 }
 
-func perEntry(rdb *redis.Client, delta int64, n int) string {
-	if rdb == nil {
-		return "-"
+type opts struct {
+	n, per, real, conns int
+	pattern             string
+}
+
+func (o opts) name(i int) string { return fmt.Sprintf(o.pattern, i/o.per, i) }
+
+// warmup is a few hundred look-ups before the heap is first measured:
+// they grow the pools (goroutine stacks, connections) that do not grow
+// with entries. Their paths are past the measured ones.
+const warmup = 500
+
+// procBytes fills a federator alone with o.n entries and returns its
+// heap growth per entry and how long the fill took.
+func procBytes(ctx context.Context, o opts, sites []*site, memProfile string, log *slog.Logger) (float64, time.Duration, error) {
+	fed, _, stopFed, err := newFederator(ctx, sites, o.n+warmup, "", log)
+	if err != nil {
+		return 0, 0, err
 	}
-	return strconv.FormatFloat(float64(delta)/float64(n), 'f', 0, 64)
+	defer stopFed()
+	h := fed.Handler()
+	if err := fill(h, o, o.n, o.n+warmup); err != nil {
+		return 0, 0, err
+	}
+	before := heap()
+	start := time.Now()
+	if err := fill(h, o, 0, o.n); err != nil {
+		return 0, 0, err
+	}
+	took := time.Since(start)
+	after := heap()
+	if memProfile != "" {
+		if err := writeHeapProfile(memProfile); err != nil {
+			return 0, 0, err
+		}
+	}
+	runtime.KeepAlive(fed) // what was measured is its cache
+	return float64(after-before) / float64(o.n), took, nil
+}
+
+// redisBytes measures what the entries take in Redis, as used_memory
+// grows. The first o.real are stored by real look-ups of a federator
+// sharing state through it (load, lease, store): real is their growth
+// per entry. The others, up to o.n, are copies of those under the other
+// paths (the path replaced in each, so of the same length, for the
+// time the original has left), since a million look-ups through Redis
+// take minutes here: all is the growth per entry over the o.n.
+func redisBytes(ctx context.Context, o opts, sites []*site, redisURL string, log *slog.Logger) (real, all float64, err error) {
+	fed, rdb, stopFed, err := newFederator(ctx, sites, o.n+warmup, redisURL, log)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stopFed()
+	h := fed.Handler()
+	k := min(o.real, o.n)
+	if err := fill(h, o, o.n, o.n+warmup); err != nil {
+		return 0, 0, err
+	}
+	if err := leasesGone(ctx, rdb); err != nil {
+		return 0, 0, err
+	}
+	before, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := fill(h, o, 0, k); err != nil {
+		return 0, 0, err
+	}
+	if err := leasesGone(ctx, rdb); err != nil {
+		return 0, 0, err
+	}
+	mid, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := copyEntries(ctx, rdb, o, k); err != nil {
+		return 0, 0, err
+	}
+	after, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(mid-before) / float64(k), float64(after-before) / float64(o.n), nil
+}
+
+// copyEntries stores, for every path from k to o.n, the entry of path
+// i%k with the path replaced, for the time the original has left.
+func copyEntries(ctx context.Context, rdb *redis.Client, o opts, k int) error {
+	const batch = 1000
+	for from := k; from < o.n; from += batch {
+		to := min(from+batch, o.n)
+		pipe := rdb.Pipeline()
+		vals := make([]*redis.StringCmd, 0, to-from)
+		ttls := make([]*redis.DurationCmd, 0, to-from)
+		for i := from; i < to; i++ {
+			src := shared.Key("md", o.name(i%k))
+			vals = append(vals, pipe.Get(ctx, src))
+			ttls = append(ttls, pipe.PTTL(ctx, src))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("reading the entries to copy: %w", err)
+		}
+		pipe = rdb.Pipeline()
+		for j, i := 0, from; i < to; i, j = i+1, j+1 {
+			src, dst := o.name(i%k), o.name(i)
+			if len(src) != len(dst) {
+				return fmt.Errorf("paths %q and %q differ in length: give a -pattern of fixed width", src, dst)
+			}
+			pipe.Set(ctx, shared.Key("md", dst), strings.ReplaceAll(vals[j].Val(), src, dst), ttls[j].Val())
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("copying entries: %w", err)
+		}
+	}
+	return nil
 }
 
 // heap returns the live heap after a full collection.
@@ -322,14 +413,14 @@ func leasesGone(ctx context.Context, rdb *redis.Client) error {
 	}
 }
 
-// fill GETs the paths of indexes [from, to) through h, conns at a time,
-// and wants a 302 for each.
-func fill(h http.Handler, name func(int) string, from, to, conns int) error {
+// fill GETs the paths of indexes [from, to) through h, o.conns at a
+// time, and wants a 302 for each.
+func fill(h http.Handler, o opts, from, to int) error {
 	var next atomic.Int64
 	next.Store(int64(from))
 	var bad atomic.Int64
 	var wg sync.WaitGroup
-	for range conns {
+	for range o.conns {
 		wg.Go(func() {
 			w := &discard{h: http.Header{}}
 			for {
@@ -337,7 +428,7 @@ func fill(h http.Handler, name func(int) string, from, to, conns int) error {
 				if i >= to {
 					return
 				}
-				r, _ := http.NewRequest(http.MethodGet, "http://fed"+name(i), nil)
+				r, _ := http.NewRequest(http.MethodGet, "http://fed"+o.name(i), nil)
 				r.RemoteAddr = "127.0.0.1:40000"
 				clear(w.h)
 				h.ServeHTTP(w, r)
