@@ -6,7 +6,8 @@
 # (1) warm GET redirect rate of a federator sharing state through Redis
 #     beside the same federator alone (same config otherwise): wrk -c64
 #     over the warm set, as bench/federation.sh, alternating the two
-#     twice so that drift on a shared machine falls on both. Goal ≥ 0.95×.
+#     ROUNDS (3) times so that drift on a shared machine falls on both.
+#     Goal ≥ 0.95×.
 # (2) cold look-ups through three federators: COLD new paths, each asked
 #     of the three at once (bench/cmd/coldfan); the storage sites' own
 #     access logs count how many times each path reached each site.
@@ -35,13 +36,14 @@
 # (three alone, three sharing one redis-server), and a redis-server of
 # its own for each of (3) and (4). The table is printed and written as
 # markdown to OUT (default bench/results/shared.md).
-# Needs: go, wrk, python3, redis-server (REDIS_SERVER, else PATH, else
+# Needs: go, wrk, curl, python3, redis-server (REDIS_SERVER, else PATH, else
 # /usr/bin/redis-server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh # free_port, wait_port
 WARM=${WARM:-1000}          # warm set: paths looked up once before the warm runs
-DUR=${DUR:-10}              # seconds of each warm wrk run (4 of them)
+DUR=${DUR:-10}              # seconds of each warm wrk run
+ROUNDS=${ROUNDS:-3}         # warm runs of each federator, alternating
 CONNS=${CONNS:-64}
 COLD=${COLD:-2000}          # new paths asked of the three federators, per run
 COLD_C=${COLD_C:-8}         # paths asked at once
@@ -50,7 +52,7 @@ CLIENT_DUR=${CLIENT_DUR:-3} # seconds of each client figure
 PER=100
 OUT=${OUT:-bench/results/shared.md}
 REDIS_SERVER=${REDIS_SERVER:-$(command -v redis-server || echo /usr/bin/redis-server)}
-for t in go wrk python3 timeout "$REDIS_SERVER"; do
+for t in go wrk curl python3 timeout "$REDIS_SERVER"; do
   command -v "$t" >/dev/null || { echo "missing $t: run scripts/install-deps.sh" >&2; exit 1; }
 done
 
@@ -150,13 +152,25 @@ for f in u0 u1 u2 s0 s1 s2; do
   PIDS+=($!)
 done
 for f in u0 u1 u2 s0 s1 s2; do wait_port ${FP[$f]}; done
-# The shared ones serve once they hold their membership lease.
-for f in s0 s1 s2; do
+# metric URL NAME: the federator's counter NAME (0 when absent)
+metric() { curl -s "$1/metrics" | awk -v n="$2" '$1 == n { v = $2 } END { printf "%.0f", v }'; }
+# A federator sharing state keeps what it looks up only once it holds its
+# membership lease, a second or so after it reaches Redis (and says
+# X-Lakefed-Shared: ok): until then every look-up asks the endpoints and
+# keeps nothing. Wait until a path asked twice is a hit the second time.
+wait_trusted() { # URL
+  local m
   for _ in $(seq 100); do
-    [ "$(curl -s -o /dev/null -D - "http://127.0.0.1:${FP[$f]}/api/endpoints" | tr -d '\r' | sed -n 's/^X-Lakefed-Shared: //Ip')" = ok ] && break
+    curl -s -o /dev/null "$1/warm/d000/f00000"
+    m=$(metric "$1" lakefed_federation_metadata_cache_misses_total)
+    curl -s -o /dev/null "$1/warm/d000/f00000"
+    [ "$(metric "$1" lakefed_federation_metadata_cache_misses_total)" = "$m" ] && return 0
     sleep 0.1
   done
-done
+  echo "$1 never kept a look-up (shared state never trusted?)" >&2
+  return 1
+}
+for f in s0 s1 s2; do wait_trusted "http://127.0.0.1:${FP[$f]}"; done
 log "up: sites :${SP[site-a]} :${SP[site-b]} :${SP[site-c]}, federators alone :${FP[u0]} :${FP[u1]} :${FP[u2]}, sharing :${FP[s0]} :${FP[s1]} :${FP[s2]}, redis :$FED_REDIS"
 
 U=http://127.0.0.1:${FP[u0]}
@@ -176,12 +190,14 @@ for u in "$U" "$S"; do
   R=$(timeout $TO "$W/bin/ratetest" -url "$u" -pattern /warm/d%03d/f%05d -per $PER -method GET -files $WARM -unique -c $CONNS -d 60s -expect 302)
   [ "$(kv "$R" bad)" = 0 ] && [ "$(kv "$R" requests)" = "$WARM" ] || { echo "warm-up of $u failed: $R" >&2; KEEP=1; exit 1; }
 done
-wrkrun() { # LABEL URL
+wrkrun() { # LABEL URL: also counts the look-ups that missed the metadata cache meanwhile
   L[$1]=$(load1)
+  local m0; m0=$(metric "$2" lakefed_federation_metadata_cache_misses_total)
   local out; out=$(timeout $TO wrk -t2 -c$CONNS -d${DUR}s -s "$W/paths.lua" "$2")
   V[$1]=$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
+  V[$1_miss]=$(($(metric "$2" lakefed_federation_metadata_cache_misses_total) - m0))
   local non; non=$(awk '/Non-2xx or 3xx/ {print $NF}' <<<"$out")
-  log "$1: ${V[$1]} req/s${non:+ (non-2xx/3xx: $non)}"
+  log "$1: ${V[$1]} req/s, ${V[$1_miss]} metadata cache misses${non:+ (non-2xx/3xx: $non)}"
 }
 profile() { # FED SECONDS: a CPU profile of federator FED, in the background
   [ -n "${PROFILE:-}" ] || return 0
@@ -190,10 +206,13 @@ profile() { # FED SECONDS: a CPU profile of federator FED, in the background
 }
 profile u0 "$DUR"; wrkrun alone1 "$U"; [ -n "${PROFILE:-}" ] && wait $PROFPID
 profile s0 "$DUR"; wrkrun shared1 "$S"; [ -n "${PROFILE:-}" ] && wait $PROFPID
-wrkrun alone2 "$U"
-wrkrun shared2 "$S"
-V[alone]=$(((V[alone1] + V[alone2]) / 2))
-V[shared]=$(((V[shared1] + V[shared2]) / 2))
+for i in $(seq 2 "$ROUNDS"); do wrkrun alone$i "$U"; wrkrun shared$i "$S"; done
+V[alone]=0 V[shared]=0 RUNS=
+for i in $(seq "$ROUNDS"); do
+  V[alone]=$((V[alone] + V[alone$i])); V[shared]=$((V[shared] + V[shared$i]))
+  RUNS+=" ${V[alone$i]}/${V[shared$i]} (load ${L[alone$i]}/${L[shared$i]}, misses ${V[alone${i}_miss]}/${V[shared${i}_miss]})"
+done
+V[alone]=$((V[alone] / ROUNDS)); V[shared]=$((V[shared] / ROUNDS))
 if [ -n "${PROFILE:-}" ]; then
   for f in u0 s0; do
     go tool pprof -top -nodecount=25 "$W/bin/lakefed" "$W/$f.pprof" 2>/dev/null | tee "${OUT%.md}-pprof-$f.txt" >&2 || true
@@ -254,11 +273,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 verdict() { awk -v a="$1" -v b="$2" -v dir="$3" 'BEGIN { if (a == "") print "?"; else if ((dir == ">=" && a >= b) || (dir == "<=" && a <= b)) print "met"; else print "missed" }'; }
 C=$CONNS
 {
-  echo "Shared state, \`bench/shared.sh\` (WARM=$WARM paths, wrk -c$CONNS ${DUR}s × 2 each, alternating; COLD=$COLD paths × 3 federators, $COLD_C paths at once; ENTRIES=$ENTRIES; three lakefed storage sites on loopback, $(nproc) cores shared by everything, load average $(load1) at the end; $(date -u +%Y-%m-%d))."
+  echo "Shared state, \`bench/shared.sh\` (WARM=$WARM paths, wrk -c$CONNS ${DUR}s × $ROUNDS each, alternating; COLD=$COLD paths × 3 federators, $COLD_C paths at once; ENTRIES=$ENTRIES; three lakefed storage sites on loopback, $(nproc) cores shared by everything, load average $(load1) at the end; $(date -u +%Y-%m-%d))."
   echo
   echo "| measurement | sharing Redis | alone | ratio | goal |"
   echo "|---|---:|---:|---:|---|"
-  echo "| (1) warm GET redirects/s, wrk -c$CONNS, $WARM paths (mean of 2 runs each) | ${V[shared]} | ${V[alone]} | $(ratio "${V[shared]}" "${V[alone]}")× | ≥ 0.95×: $(verdict "$(ratio "${V[shared]}" "${V[alone]}")" 0.95 '>=') |"
+  echo "| (1) warm GET redirects/s, wrk -c$CONNS, $WARM paths (mean of $ROUNDS runs each) | ${V[shared]} | ${V[alone]} | $(ratio "${V[shared]}" "${V[alone]}")× | ≥ 0.95×: $(verdict "$(ratio "${V[shared]}" "${V[alone]}")" 0.95 '>=') |"
   echo "| (2) cold: asks per path per site, 3 federators asked at once | ${V[asks_shared]} | ${V[asks_alone]} | $(ratio "${V[asks_shared]}" "${V[asks_alone]}")× | ≤ 1.1: $(verdict "${V[asks_shared]}" 1.1 '<=') |"
   echo "| (2) cold: the most asked site, asks per path | ${V[asks_shared_worst]} | ${V[asks_alone_worst]} | | |"
   echo "| (2) cold: paths/s (3 GETs each), p99 of a GET (ms) | ${V[cold_shared_rate]}, ${V[cold_shared_p99]} | ${V[cold_alone_rate]}, ${V[cold_alone_p99]} | $(ratio "${V[cold_shared_rate]}" "${V[cold_alone_rate]}")× | |"
@@ -278,7 +297,7 @@ C=$CONNS
     echo "| $n, rounds one at a time | ${V[${n}_rate]} | ${V[${n}_p50]} | ${V[${n}_p99]} | $(ratio "${V[${n}_rate]}" "${V[goredis_inval_rate]}")× |"
   done
   echo
-  echo "Load average before each: warm ${L[alone1]} ${L[shared1]} ${L[alone2]} ${L[shared2]} (runs ${V[alone1]} ${V[shared1]} ${V[alone2]} ${V[shared2]} req/s); cold ${L[cold_shared]} ${L[cold_alone]}; entries ${L[entries]} (fill ${V[fill_s]} s); clients ${L[clients]}. Bad answers: cold ${V[cold_shared_bad]} / ${V[cold_alone_bad]}."
+  echo "Warm runs, alone/sharing req/s (load average before each, metadata cache misses during each):$RUNS. Load average before: cold ${L[cold_shared]} ${L[cold_alone]}; entries ${L[entries]} (fill ${V[fill_s]} s); clients ${L[clients]}. Bad answers: cold ${V[cold_shared_bad]} / ${V[cold_alone_bad]}."
 } > "$W/table.md"
 echo
 cat "$W/table.md"
