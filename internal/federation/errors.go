@@ -99,8 +99,8 @@ func writeAnswers(b *strings.Builder, e *entry) {
 		if a.err != "" {
 			fmt.Fprintf(b, ": %s", a.err)
 		}
-		if a.dur > 0 {
-			fmt.Fprintf(b, " (%s)", a.dur.Round(10*time.Microsecond))
+		if d := a.took(); d > 0 {
+			fmt.Fprintf(b, " (%s)", d.Round(10*time.Microsecond))
 		}
 		b.WriteByte('\n')
 	}

@@ -160,6 +160,27 @@ type member struct {
 	writable bool
 	h        health
 	mm       memberMetrics
+	// urlBase is what the endpoint's redirect URLs start with when they
+	// end with the endpoint path, learned from the first such URL and
+	// never changed; nil until then. Replicas whose URL is urlBase
+	// followed by their path keep no copy of it (replica.derived).
+	urlBase atomic.Pointer[string]
+}
+
+// derives reports whether url, a redirect URL of the endpoint path ep,
+// is m.urlBase followed by ep, learning urlBase from it if it is unset.
+func (m *member) derives(url, ep string) bool {
+	if url == "" || !strings.HasSuffix(url, ep) {
+		return false
+	}
+	base := url[:len(url)-len(ep)]
+	b := m.urlBase.Load()
+	if b == nil {
+		nb := strings.Clone(base)
+		m.urlBase.CompareAndSwap(nil, &nb)
+		b = m.urlBase.Load()
+	}
+	return *b == base
 }
 
 // New builds a federator from cfg (defaults filled and validated: use

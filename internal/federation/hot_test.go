@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
 )
 
 // TestCacheSecondChance: when a full shard must evict, an entry hit
@@ -45,13 +46,26 @@ func TestCacheSecondChance(t *testing.T) {
 	}
 }
 
-// TestLinkValueCached: the Link value is made once per replica order and
-// shared; another order gets its own; a ranking holding a refreshed
-// (copied) replica is not served from the cache.
+// TestLinkValueCached: the Link value and the Location are made once
+// per replica order and shared; another order gets its own; a ranking
+// holding a refreshed (copied) replica is not served from the cache; a
+// proxied first replica has no Location. Replicas whose URL is their
+// member's base and their path (a, c) keep no copy of it.
 func TestLinkValueCached(t *testing.T) {
 	e := &entry{}
-	for i, u := range []string{"http://a/f", "http://b/f", "http://c/f"} {
-		e.replicas = append(e.replicas, &replica{url: u, idx: uint8(i)})
+	ma, mb, mc, mp := &member{name: "a"}, &member{name: "b"}, &member{name: "c"}, &member{name: "p"}
+	for i, x := range []struct {
+		m   *member
+		url string
+	}{{ma, "http://a/f"}, {mb, "http://b/f?sig=1"}, {mc, "http://c/f"}, {mp, ""}} {
+		r := newReplica(x.m, "/f", endpoint.Info{Size: 1}, x.url, 0)
+		r.idx = uint8(i)
+		e.replicas = append(e.replicas, r)
+	}
+	for i, derived := range []bool{true, false, true, false} {
+		if r := e.replicas[i]; r.derived != derived || (derived && r.loc[0] != "") {
+			t.Fatalf("replica %s: derived = %v, loc %q; want derived %v", r.m.name, r.derived, r.loc[0], derived)
+		}
 	}
 	rk := func(order ...int) []ranked {
 		var out []ranked
@@ -60,26 +74,56 @@ func TestLinkValueCached(t *testing.T) {
 		}
 		return out
 	}
-	v1 := e.linkValue(rk(0, 1, 2))
-	v2 := e.linkValue(rk(0, 1, 2))
-	if len(v1) != 1 || v1[0] != "<http://a/f>; rel=duplicate; pri=1, <http://b/f>; rel=duplicate; pri=2, <http://c/f>; rel=duplicate; pri=3" {
+	v1, l1 := e.linkValue(rk(0, 1, 2))
+	v2, l2 := e.linkValue(rk(0, 1, 2))
+	if len(v1) != 1 || v1[0] != "<http://a/f>; rel=duplicate; pri=1, <http://b/f?sig=1>; rel=duplicate; pri=2, <http://c/f>; rel=duplicate; pri=3" {
 		t.Fatalf("linkValue(0,1,2) = %q", v1)
 	}
-	if &v1[0] != &v2[0] {
-		t.Error("linkValue of the same order built a new value, want the cached one")
+	if len(l1) != 1 || l1[0] != "http://a/f" {
+		t.Errorf("Location of (0,1,2) = %q, want http://a/f", l1)
 	}
-	if v := e.linkValue(rk(2, 0)); len(v) != 1 || v[0] != "<http://c/f>; rel=duplicate; pri=1, <http://a/f>; rel=duplicate; pri=2" {
-		t.Errorf("linkValue(2,0) = %q", v)
+	if &v1[0] != &v2[0] || &l1[0] != &l2[0] {
+		t.Error("linkValue of the same order built new values, want the cached ones")
+	}
+	if v, l := e.linkValue(rk(2, 0)); len(v) != 1 || v[0] != "<http://c/f>; rel=duplicate; pri=1, <http://a/f>; rel=duplicate; pri=2" || l[0] != "http://c/f" {
+		t.Errorf("linkValue(2,0) = %q, %q", v, l)
+	}
+	if v, l := e.linkValue(rk(3, 2)); len(v) != 1 || v[0] != "<http://c/f>; rel=duplicate; pri=1" || l != nil {
+		t.Errorf("linkValue(3,2) = %q, %q; want c alone and no Location (3 is proxied)", v, l)
 	}
 	refreshed := *e.replicas[1]
-	refreshed.url = "http://b/f?sig=new"
+	refreshed.loc[0] = "http://b/f?sig=new"
 	r := rk(1, 0)
 	r[0].r = &refreshed
-	if v := e.linkValue(r); len(v) != 1 || v[0] != "<http://b/f?sig=new>; rel=duplicate; pri=1, <http://a/f>; rel=duplicate; pri=2" {
-		t.Errorf("linkValue with a refreshed URL = %q", v)
+	if v, l := e.linkValue(r); len(v) != 1 || v[0] != "<http://b/f?sig=new>; rel=duplicate; pri=1, <http://a/f>; rel=duplicate; pri=2" || l[0] != "http://b/f?sig=new" {
+		t.Errorf("linkValue with a refreshed URL = %q, %q", v, l)
 	}
-	if v := e.linkValue(rk(1, 0)); v[0] != "<http://b/f>; rel=duplicate; pri=1, <http://a/f>; rel=duplicate; pri=2" {
-		t.Errorf("linkValue(1,0) after a refreshed ranking = %q, want the entry's own URLs", v)
+	if v, l := e.linkValue(rk(1, 0)); v[0] != "<http://b/f?sig=1>; rel=duplicate; pri=1, <http://a/f>; rel=duplicate; pri=2" || l[0] != "http://b/f?sig=1" {
+		t.Errorf("linkValue(1,0) after a refreshed ranking = %q, %q, want the entry's own URLs", v, l)
+	}
+}
+
+// TestReplicaURL: a replica keeps its URL unless it is its member's base
+// (learned from the first URL that ends with its path) followed by its
+// path; url gives it back either way.
+func TestReplicaURL(t *testing.T) {
+	m := &member{name: "a"}
+	for _, c := range []struct {
+		p, url  string
+		derived bool
+	}{
+		{"/d/f1", "http://a:1/base/d/f1", true}, // learns http://a:1/base
+		{"/d/f2", "http://a:1/base/d/f2", true},
+		{"/d/f 3", "http://a:1/base/d/f%203", false}, // escaped: kept
+		{"/d/f4", "http://other/d/f4", false},
+		{"/d/f5", "http://a:1/base/d/f5?sig=x", false},
+		{"/d/f6", "", false},
+	} {
+		r := newReplica(m, c.p, endpoint.Info{}, c.url, 0)
+		if r.derived != c.derived || r.url() != c.url || r.urlLen() != len(c.url) || r.redirectable() != (c.url != "") {
+			t.Errorf("newReplica(%q, %q): derived %v, url() %q, urlLen %d, redirectable %v; want derived %v",
+				c.p, c.url, r.derived, r.url(), r.urlLen(), r.redirectable(), c.derived)
+		}
 	}
 }
 

@@ -3,8 +3,13 @@ package federation
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"math"
 	"net/http"
+	"path"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,25 +46,158 @@ func (k answerKind) String() string {
 type answer struct {
 	m    *member
 	kind answerKind
+	us   uint32 // how long it took, in µs (at most about 71 minutes): see took
 	err  string
-	dur  time.Duration
 }
 
+// newAnswer is m's answer that took d (its kind for the caller to set).
+func newAnswer(m *member, d time.Duration) answer {
+	return answer{m: m, us: uint32(min(max(d.Microseconds(), 0), math.MaxUint32))}
+}
+
+// took is how long the answer took; a metadata cache of a million
+// entries keeps three answers each, hence 4 bytes rather than 8.
+func (a answer) took() time.Duration { return time.Duration(a.us) * time.Microsecond }
+
 // replica is one copy of a path on one endpoint.
+//
+// The metadata cache holds one per endpoint that has a file, for up to
+// a million files or more: what they keep is what the federator needs
+// and no more (version rather than endpoint.Info; the redirect URL held
+// once, as its header value, or not at all when it is the member's
+// urlBase followed by the path).
 type replica struct {
 	m    *member
 	path string // on the endpoint
-	info endpoint.Info
-	url  string // where to redirect readers; "" when the bytes must be proxied
-	born int64  // unix ns when url was made (it may expire: member.presign)
-	// loc is url as a header value, shared by every redirect to it
-	// (header values are replaced, never written in place).
-	loc []string
-	idx uint8 // position in entry.replicas
+	ver  version
+	// loc holds the URL readers are redirected to, as a header value
+	// (location), unless derived; "" when the bytes must be proxied.
+	loc [1]string
+	// derived: the URL is m.urlBase followed by path (url makes it),
+	// as it is for every file of most endpoints, and loc is empty.
+	derived bool
+	idx     uint8 // position in entry.replicas
+	born    int64 // unix ns when the URL was made (it may expire: member.presign)
 	// learned holds checksums asked of this replica after its look-up
 	// (a proxied read proving a failover safe). Shared by the copies
 	// refreshURLs makes; nil in replicas not made by a look-up.
 	learned *learnedSums
+}
+
+// newReplica is the replica of p that m's endpoint described as in, to
+// be redirected to at url ("": proxied), made at born.
+func newReplica(m *member, p string, in endpoint.Info, url string, born int64) *replica {
+	ep := m.endpointPath(p)
+	r := &replica{m: m, path: ep, ver: newVersion(in, ep), born: born, learned: &learnedSums{}}
+	if m.derives(url, ep) {
+		r.derived = true
+	} else {
+		// A copy of exactly its length: spare capacity of the string's
+		// builder would stay in the cache with the entry.
+		r.loc[0] = strings.Clone(url)
+	}
+	return r
+}
+
+// redirectable reports whether readers can be sent to the replica.
+func (r *replica) redirectable() bool { return r.derived || r.loc[0] != "" }
+
+// url is where readers are redirected to, or "" when the bytes must be
+// proxied. A derived URL is made on each call: the answers that send
+// clients there take it from the entry's linkCache instead.
+func (r *replica) url() string {
+	if r.derived {
+		return *r.m.urlBase.Load() + r.path
+	}
+	return r.loc[0]
+}
+
+// urlLen is len(r.url()), without making it.
+func (r *replica) urlLen() int {
+	if r.derived {
+		return len(*r.m.urlBase.Load()) + len(r.path)
+	}
+	return len(r.loc[0])
+}
+
+// writeURL writes r.url() to b, without making it.
+func (r *replica) writeURL(b *strings.Builder) {
+	if r.derived {
+		b.WriteString(*r.m.urlBase.Load())
+		b.WriteString(r.path)
+		return
+	}
+	b.WriteString(r.loc[0])
+}
+
+// info is what the endpoint said of the replica.
+func (r *replica) info() endpoint.Info { return r.ver.info(r.path) }
+
+// version is endpoint.Info as a replica keeps it: the fields every
+// answer needs inline, the modification time in nanoseconds, the entity
+// tag already quoted (the ETag header value, shared with the entry), and
+// the fields only some kinds know (mode, owner, group, change and access
+// times) behind a pointer that is nil for the others. info gives back
+// the Info it was made from, times in UTC.
+type version struct {
+	size   int64
+	mod    int64  // ModTime in unix ns, when hasMod
+	etag   string // `"` + Info.ETag + `"`, or "" when there is none
+	sums   map[string]string
+	more   *versionMore
+	hasMod bool
+	isDir  bool
+	strong bool
+}
+
+// versionMore holds what few kinds know of a file.
+type versionMore struct {
+	name         string // Info.Name, when it is not the base name of the path
+	mode         fs.FileMode
+	owner, group string
+	ctime, atime time.Time
+	modTime      time.Time // when it is not zero and not in mod's range (years 1678 to 2261)
+}
+
+// newVersion keeps in, which describes the endpoint path p.
+func newVersion(in endpoint.Info, p string) version {
+	v := version{size: in.Size, sums: in.Checksums, isDir: in.IsDir, strong: in.Strong}
+	if in.ETag != "" {
+		v.etag = `"` + in.ETag + `"`
+	}
+	var modTime time.Time
+	if y := in.ModTime.Year(); !in.ModTime.IsZero() && y >= 1678 && y <= 2261 {
+		v.mod, v.hasMod = in.ModTime.UnixNano(), true
+	} else {
+		modTime = in.ModTime
+	}
+	if in.Name != path.Base(p) || in.Mode != 0 || in.Owner != "" || in.Group != "" || !in.CTime.IsZero() || !in.ATime.IsZero() || !modTime.IsZero() {
+		v.more = &versionMore{name: in.Name, mode: in.Mode, owner: in.Owner, group: in.Group, ctime: in.CTime, atime: in.ATime, modTime: modTime}
+	}
+	return v
+}
+
+// modTime is the modification time, zero when unknown.
+func (v *version) modTime() time.Time {
+	switch {
+	case v.hasMod:
+		return time.Unix(0, v.mod).UTC()
+	case v.more != nil:
+		return v.more.modTime
+	}
+	return time.Time{}
+}
+
+// info is the Info v was made from, for the endpoint path p.
+func (v *version) info(p string) endpoint.Info {
+	in := endpoint.Info{Name: path.Base(p), Size: v.size, ModTime: v.modTime(), IsDir: v.isDir, Strong: v.strong, Checksums: v.sums}
+	if v.etag != "" {
+		in.ETag = v.etag[1 : len(v.etag)-1]
+	}
+	if m := v.more; m != nil {
+		in.Name, in.Mode, in.Owner, in.Group, in.CTime, in.ATime = m.name, m.mode, m.owner, m.group, m.ctime, m.atime
+	}
+	return in
 }
 
 // learnedSums is a copy-on-write map of checksums.
@@ -87,24 +225,44 @@ type entry struct {
 	// (down, unavailable). Such an entry is stale once any endpoint
 	// changes state, so a site coming back is used again at once.
 	incomplete bool
-	status     int // 200, 404, 403 or 503
 	isDir      bool
+	status     int // 200, 404, 403 or 503
 	replicas   []*replica
 	answers    []answer
-	// Precomputed HEAD headers, and the same as shared header values
-	// (nil when absent), so that answering allocates nothing.
-	size     int64
-	sizeStr  string
-	lastMod  string
-	etag     string
-	hSize    []string
-	hLastMod []string
-	hEtag    []string
-	modTime  time.Time
-	sums     atomic.Pointer[map[string]string]
+	size       int64
+	// hdr holds the precomputed HEAD header values (hdrSize, ...; ""
+	// when absent), which header hands out as shared header values, so
+	// that answering allocates nothing.
+	hdr  [3]string
+	sums atomic.Pointer[map[string]string]
 	// links caches the Link header values made for this entry, by
 	// replica order (linkCache; copy on write).
 	links atomic.Pointer[linkCache]
+}
+
+// Indexes of entry.hdr.
+const (
+	hdrSize    = iota // Content-Length
+	hdrLastMod        // Last-Modified
+	hdrETag           // ETag (quoted)
+)
+
+// header returns the precomputed header value i (hdrSize, ...) as a
+// slice of the entry's own array, or nil when it is absent.
+func (e *entry) header(i int) []string {
+	if e.hdr[i] == "" {
+		return nil
+	}
+	return e.hdr[i : i+1 : i+1]
+}
+
+// modTime is the modification time of the version the entry describes
+// (its primary replica's); zero when unknown.
+func (e *entry) modTime() time.Time {
+	if len(e.replicas) == 0 {
+		return time.Time{}
+	}
+	return e.replicas[0].ver.modTime()
 }
 
 // lookup returns the locate answer for the logical path p, from the cache
@@ -336,6 +494,10 @@ func (f *Federator) ask(ctx, shared context.Context, s *snapshot, m *member, p s
 // is nil) to e, in the members' order; a member not yet answered is
 // recorded as slow and makes e incomplete.
 func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, got []bool) {
+	// Room for them all at once: what append's doubling leaves spare
+	// stays in the cache with the entry.
+	e.answers = slices.Grow(e.answers, len(asked))
+	e.replicas = slices.Grow(e.replicas, len(asked))
 	for i, m := range asked {
 		if got != nil && !got[i] {
 			// Its goroutine still writes res[i]: not a byte of it is read.
@@ -344,7 +506,7 @@ func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, 
 			continue
 		}
 		r := res[i]
-		a := answer{m: m, dur: r.dur}
+		a := newAnswer(m, r.dur)
 		switch {
 		case r.down:
 			a.kind = ansDown
@@ -354,7 +516,7 @@ func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, 
 			a.kind, a.err = ansNotFound, "stale: a newer version was written elsewhere"
 		case r.err == nil:
 			a.kind = ansFound
-			e.replicas = append(e.replicas, &replica{m: m, path: m.endpointPath(p), info: r.info, url: r.url, born: r.born, learned: &learnedSums{}})
+			e.replicas = append(e.replicas, newReplica(m, p, r.info, r.url, r.born))
 		default:
 			a.err = r.err.Error()
 			switch endpoint.Class(r.err) {
@@ -376,40 +538,34 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 	now := time.Now().UnixNano()
 	if len(e.replicas) > 0 {
 		primary := e.replicas[0]
-		e.isDir = primary.info.IsDir
+		e.isDir = primary.ver.isDir
 		// Replicas that disagree with the primary about being a
 		// directory are not replicas of it.
 		keep := e.replicas[:0]
 		for _, r := range e.replicas {
-			if r.info.IsDir == e.isDir {
+			if r.ver.isDir == e.isDir {
 				keep = append(keep, r)
 			}
 		}
 		e.replicas = keep
 		for i, r := range e.replicas {
 			r.idx = uint8(min(i, 255))
-			if r.url != "" {
-				r.loc = []string{r.url}
-			}
 		}
 		e.status = http.StatusOK
-		e.size = primary.info.Size
-		e.modTime = primary.info.ModTime
-		if primary.info.ETag != "" {
-			e.etag = `"` + primary.info.ETag + `"`
-		}
+		e.size = primary.ver.size
+		e.hdr[hdrETag] = primary.ver.etag
 		// The entry describes the primary's version: its checksums, and
 		// those of replicas proven to hold the same bytes (equal
 		// checksums), never a mix of versions. Replicas proven
 		// different are recorded as disagreeing.
 		sums := map[string]string{}
-		for k, v := range primary.info.Checksums {
+		for k, v := range primary.ver.sums {
 			sums[k] = v
 		}
 		for _, r := range e.replicas[1:] {
-			switch same, why := checksumsAgree(primary.info, r.info); {
+			switch same, why := checksumsAgree(primary.info(), r.info()); {
 			case same:
-				for k, v := range r.info.Checksums {
+				for k, v := range r.ver.sums {
 					if _, ok := sums[k]; !ok {
 						sums[k] = v
 					}
@@ -439,14 +595,9 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 	if e.isDir {
 		e.size = 0
 	}
-	e.sizeStr = strconv.FormatInt(e.size, 10)
-	e.hSize = []string{e.sizeStr}
-	if !e.modTime.IsZero() {
-		e.lastMod = e.modTime.UTC().Format(http.TimeFormat)
-		e.hLastMod = []string{e.lastMod}
-	}
-	if e.etag != "" {
-		e.hEtag = []string{e.etag}
+	e.hdr[hdrSize] = strconv.FormatInt(e.size, 10)
+	if mt := e.modTime(); !mt.IsZero() {
+		e.hdr[hdrLastMod] = mt.UTC().Format(http.TimeFormat)
 	}
 	switch e.status {
 	case http.StatusOK:

@@ -67,13 +67,13 @@ func (n *Namespace) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 		return endpoint.Info{}, err
 	}
 	if e.isDir {
-		return endpoint.Info{Name: path.Base(p), IsDir: true, ModTime: e.modTime}, nil
+		return endpoint.Info{Name: path.Base(p), IsDir: true, ModTime: e.modTime()}, nil
 	}
 	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
 	if len(rk) == 0 {
 		return endpoint.Info{}, fmt.Errorf("federation: %s: every replica is down: %w", p, endpoint.ErrUnavailable)
 	}
-	it := rk[0].r.info
+	it := rk[0].r.info()
 	it.Name = path.Base(p)
 	if sums := e.sums.Load(); sums != nil && it.Checksums == nil {
 		it.Checksums = *sums
@@ -114,7 +114,7 @@ func (n *Namespace) open(ctx context.Context, p string, off, count int64, fresh 
 	if len(rk) == 0 {
 		return nil, fmt.Errorf("federation: %s: every replica is down: %w", p, endpoint.ErrUnavailable)
 	}
-	size := rk[0].r.info.Size
+	size := rk[0].r.ver.size
 	if off < 0 || off > size {
 		return nil, fmt.Errorf("federation: open %s at %d: beyond the end (%d bytes): %w", p, off, size, endpoint.ErrRefused)
 	}
@@ -123,7 +123,7 @@ func (n *Namespace) open(ctx context.Context, p string, off, count int64, fresh 
 	}
 	reps := make([]*replica, 0, len(rk))
 	for _, x := range rk {
-		if x.r.info.Size == size {
+		if x.r.ver.size == size {
 			reps = append(reps, x.r)
 		}
 	}
@@ -211,7 +211,7 @@ func (n *Namespace) Replicas(ctx context.Context, p string) ([]*url.URL, error) 
 	var out []*url.URL
 	for _, x := range n.f.rank(s, e, netip.Addr{}, nil, nil) {
 		rep := x.r
-		raw := rep.url
+		raw := rep.url()
 		if raw == "" {
 			u, err := url.Parse(rep.m.url)
 			if err != nil {

@@ -107,7 +107,7 @@ func (f *Federator) listOn(ctx context.Context, s *snapshot, members []*member, 
 	listed := false
 	for i, m := range asked {
 		r := res[i]
-		a := answer{m: m, dur: r.dur}
+		a := newAnswer(m, r.dur)
 		switch {
 		case r.down:
 			a.kind = ansDown
@@ -154,9 +154,9 @@ func (f *Federator) servePropfind(rq *request) {
 		f.writeMissing(rq, e)
 		return
 	}
-	self := endpoint.Info{Name: path.Base(p), Size: e.size, ModTime: e.modTime, IsDir: e.isDir}
+	self := endpoint.Info{Name: path.Base(p), Size: e.size, ModTime: e.modTime(), IsDir: e.isDir}
 	if len(e.replicas) > 0 {
-		self.ETag = e.replicas[0].info.ETag
+		self.ETag = e.replicas[0].info().ETag
 	}
 	var b strings.Builder
 	b.WriteString(davxml.MultistatusOpen)

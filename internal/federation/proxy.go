@@ -47,10 +47,10 @@ var errIdle = errors.New("no bytes within the proxy idle timeout")
 //   - A replica silent for proxy_idle_timeout is left like a failed one.
 func (f *Federator) proxy(rq *request, rk []ranked, fresh bool) error {
 	w, r, s, p := rq.w, rq.r, rq.s, rq.p
-	size := rk[0].r.info.Size
+	size := rk[0].r.ver.size
 	reps := make([]*replica, 0, len(rk))
 	for _, x := range rk {
-		if x.r.info.Size == size {
+		if x.r.ver.size == size {
 			reps = append(reps, x.r)
 		}
 	}
@@ -249,7 +249,7 @@ func (fr *failoverReader) openFirstOf(reps []*replica, want []httpx.Range, fresh
 	for i, rep := range reps {
 		rg := want[0]
 		end := rg.Start + rg.Length
-		if !rep.info.Strong && len(want) > 1 {
+		if !rep.ver.strong && len(want) > 1 {
 			rg = slices.MinFunc(want, func(a, b httpx.Range) int { return cmp.Compare(a.Start, b.Start) })
 			for _, x := range want {
 				end = max(end, x.Start+x.Length)
@@ -257,13 +257,13 @@ func (fr *failoverReader) openFirstOf(reps []*replica, want []httpx.Range, fresh
 		}
 		fr.off, fr.left, fr.end = rg.Start, rg.Length, end
 		var pre string
-		if !rep.info.Strong {
+		if !rep.ver.strong {
 			pre = fr.sumBefore(rep, end-rg.Start >= minProvenRead)
 		}
 		w, ver, err := fr.open(rep, rg.Start, end-rg.Start)
-		if err == nil && !endpoint.SameVersion(rep.info, ver) {
+		if err == nil && !endpoint.SameVersion(rep.info(), ver) {
 			w.Close()
-			err = fmt.Errorf("%w: %s", errStale, describeVersion(rep.info, ver))
+			err = fmt.Errorf("%w: %s", errStale, describeVersion(rep.info(), ver))
 		}
 		if err != nil {
 			fr.errs = append(fr.errs, fmt.Errorf("%s: %w", rep.m.name, err))
@@ -276,7 +276,7 @@ func (fr *failoverReader) openFirstOf(reps []*replica, want []httpx.Range, fresh
 			}
 			continue
 		}
-		fr.served, fr.ver, fr.cur, fr.changed, fr.preSum = rep, rep.info, w, stale, pre
+		fr.served, fr.ver, fr.cur, fr.changed, fr.preSum = rep, rep.info(), w, stale, pre
 		fr.others = append(fr.others, reps[:i]...)
 		fr.others = append(fr.others, reps[i+1:]...)
 		fr.startSums()
@@ -318,7 +318,7 @@ func (fr *failoverReader) open(rep *replica, off, n int64) (*watched, endpoint.I
 	}
 	ver, ok := endpoint.VersionOf(rc)
 	if !ok {
-		ver = rep.info
+		ver = rep.info()
 	}
 	w := &watched{rc: rc, rep: rep, ctx: octx, cancel: cancel, idle: fr.idle}
 	if fr.idle > 0 {
@@ -554,7 +554,7 @@ func (fr *failoverReader) reopen(rep *replica, other bool) error {
 	}
 	want := fr.ver
 	if other {
-		want = rep.info // proven to hold ver's bytes when it was looked up
+		want = rep.info() // proven to hold ver's bytes when it was looked up
 	}
 	if !endpoint.SameVersion(want, ver) || (ver.Size >= 0 && ver.Size != fr.ver.Size) {
 		w.Close()
@@ -810,7 +810,7 @@ func (fr *failoverReader) sameBytes(rep *replica) (bool, string) {
 }
 
 func (fr *failoverReader) compare(rep *replica) (bool, string) {
-	if rep.info.Size != fr.ver.Size {
+	if rep.ver.size != fr.ver.Size {
 		return false, "another size"
 	}
 	// Equal ETags prove nothing across servers: an entity tag tells
@@ -855,7 +855,7 @@ func (r *replica) checksum(ctx context.Context, algo string) string {
 // sum returns the replica's checksum for algo, from its metadata or
 // learned since, or "".
 func (r *replica) sum(algo string) string {
-	if v, ok := r.info.Checksums[algo]; ok {
+	if v, ok := r.ver.sums[algo]; ok {
 		return v
 	}
 	if r.learned != nil {

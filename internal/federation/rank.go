@@ -202,7 +202,7 @@ func describe(rk []ranked) string {
 			fmt.Fprintf(&b, " km=%.0f", x.dist)
 		}
 		fmt.Fprintf(&b, " latency=%s", x.lat.Round(10*time.Microsecond))
-		if x.r.url == "" {
+		if !x.r.redirectable() {
 			b.WriteString(" proxied")
 		}
 	}

@@ -101,7 +101,8 @@ func (f *Federator) serveReadOnce(rq *request, fresh bool) error {
 		f.writeMetalink(rq, e, rk)
 		return nil
 	}
-	if link := e.linkValue(rk); link != nil {
+	link, loc := e.linkValue(rk)
+	if link != nil {
 		h["Link"] = link
 	}
 	if r.Method == http.MethodHead {
@@ -109,15 +110,11 @@ func (f *Federator) serveReadOnce(rq *request, fresh bool) error {
 		return nil
 	}
 	best := rk[0].r
-	if best.url == "" {
+	if !best.redirectable() {
 		return f.proxy(rq, rk, fresh)
 	}
 	best.m.mm.redirects.Inc()
-	if best.loc != nil {
-		h["Location"] = best.loc
-	} else {
-		h["Location"] = []string{best.url} // a refreshed pre-signed URL
-	}
+	h["Location"] = loc
 	rq.w.WriteHeader(http.StatusFound)
 	return nil
 }
@@ -131,7 +128,7 @@ func (f *Federator) refreshURLs(r *http.Request, rk []ranked) {
 	var now int64
 	for i := range rk {
 		old := rk[i].r
-		if old.m.presign == 0 || old.url == "" {
+		if old.m.presign == 0 || !old.redirectable() {
 			continue
 		}
 		if now == 0 {
@@ -144,20 +141,21 @@ func (f *Federator) refreshURLs(r *http.Request, rk []ranked) {
 		if err != nil {
 			continue
 		}
-		fresh := *old
-		// loc is the old URL as a header value: a refreshed replica must
-		// not hand it out as Location (it drops loc, so the redirect
-		// takes url).
-		fresh.url, fresh.born, fresh.loc = u.String(), now, nil
+		fresh := *old // its own loc: the cached replica keeps the old URL
+		fresh.loc[0], fresh.derived, fresh.born = u.String(), false, now
 		rk[i].r = &fresh
 	}
 }
 
-// linkCache is the Link header values made for one entry, each for one
-// order of its replicas. Immutable; replaced whole when one is added.
+// linkCache is the Link header value made for one entry and one order
+// of its replicas, with the Location of its first replica, and (next)
+// those made for other orders before it. Immutable: a new order is a
+// new node in front.
 type linkCache struct {
-	keys []uint64
-	vals [][]string // nil: no redirectable replica
+	key  uint64
+	link [1]string // "": no redirectable replica
+	loc  [1]string // the first replica's URL, a part of link; "" when it is proxied
+	next *linkCache
 }
 
 // maxLinkOrders bounds linkCache: near-equal replicas are shuffled per
@@ -165,10 +163,11 @@ type linkCache struct {
 const maxLinkOrders = 8
 
 // linkValue returns the Link header value for rk, a ranking of e's
-// replicas, as a shared header value (nil when no replica can be
-// redirected to), made once per entry and order rather than per request.
-// A ranking holding a refreshed pre-signed URL is not cached.
-func (e *entry) linkValue(rk []ranked) []string {
+// replicas, and the Location of rk[0], as shared header values (nil
+// when no replica, or rk[0], can be redirected to), made once per entry
+// and order rather than per request. A ranking holding a refreshed
+// pre-signed URL is not cached.
+func (e *entry) linkValue(rk []ranked) (link, loc []string) {
 	key, ok := uint64(len(rk)), len(rk) <= 7
 	for i := 0; ok && i < len(rk); i++ {
 		r := rk[i].r
@@ -176,35 +175,45 @@ func (e *entry) linkValue(rk []ranked) []string {
 		key |= (uint64(r.idx) + 1) << (8 * (i + 1))
 	}
 	if !ok {
-		return linkHeaderValue(rk)
+		return newLinkCache(rk).values()
 	}
-	lc := e.links.Load()
-	if lc != nil {
-		for i, k := range lc.keys {
-			if k == key {
-				return lc.vals[i]
-			}
+	head := e.links.Load()
+	orders := 0
+	for lc := head; lc != nil; lc = lc.next {
+		if lc.key == key {
+			return lc.values()
 		}
+		orders++
 	}
-	v := linkHeaderValue(rk)
-	if lc == nil || len(lc.keys) < maxLinkOrders {
-		n := &linkCache{}
-		if lc != nil {
-			n.keys = append(n.keys, lc.keys...)
-			n.vals = append(n.vals, lc.vals...)
-		}
-		n.keys = append(n.keys, key)
-		n.vals = append(n.vals, v)
-		e.links.CompareAndSwap(lc, n) // a lost race only costs a rebuild later
+	n := newLinkCache(rk)
+	n.key, n.next = key, head
+	if orders < maxLinkOrders {
+		e.links.CompareAndSwap(head, n) // a lost race only costs a rebuild later
 	}
-	return v
+	return n.values()
 }
 
-func linkHeaderValue(rk []ranked) []string {
-	if l := linkHeader(rk); l != "" {
-		return []string{l}
+// newLinkCache makes the values for rk: Location is the start of the
+// Link value, "<" + rk[0]'s URL + ">; ...", when rk[0] is redirectable
+// (the Link value lists the redirectable replicas in rank order).
+func newLinkCache(rk []ranked) *linkCache {
+	lc := &linkCache{link: [1]string{linkHeader(rk)}}
+	if len(rk) > 0 && rk[0].r.redirectable() {
+		lc.loc[0] = lc.link[0][1 : 1+rk[0].r.urlLen()]
 	}
-	return nil
+	return lc
+}
+
+// values returns the node's Link and Location as header values, each
+// nil when empty.
+func (lc *linkCache) values() (link, loc []string) {
+	if lc.link[0] != "" {
+		link = lc.link[:]
+	}
+	if lc.loc[0] != "" {
+		loc = lc.loc[:]
+	}
+	return link, loc
 }
 
 // linkHeader lists every redirectable replica in rank order as RFC 6249
@@ -213,12 +222,12 @@ func linkHeader(rk []ranked) string {
 	var b strings.Builder
 	n := 0
 	for _, x := range rk {
-		n += len(x.r.url) + 28
+		n += x.r.urlLen() + 28
 	}
 	b.Grow(n)
 	pri := 0
 	for _, x := range rk {
-		if x.r.url == "" {
+		if !x.r.redirectable() {
 			continue
 		}
 		pri++
@@ -226,7 +235,7 @@ func linkHeader(rk []ranked) string {
 			b.WriteString(", ")
 		}
 		b.WriteByte('<')
-		b.WriteString(x.r.url)
+		x.r.writeURL(&b)
 		b.WriteString(">; rel=duplicate; pri=")
 		b.WriteString(strconv.Itoa(pri))
 	}
@@ -239,17 +248,17 @@ func linkHeader(rk []ranked) string {
 func (f *Federator) writeHead(rq *request, e *entry, rk []ranked) {
 	w, r := rq.w, rq.r
 	h := w.Header()
-	h["Content-Length"] = e.hSize
+	h["Content-Length"] = e.header(hdrSize)
 	h["Accept-Ranges"] = hBytes
 	h["Content-Type"] = hOctets
-	if e.hLastMod != nil {
-		h["Last-Modified"] = e.hLastMod
+	if v := e.header(hdrLastMod); v != nil {
+		h["Last-Modified"] = v
 	}
-	if e.hEtag != nil {
-		h["Etag"] = e.hEtag
+	if v := e.header(hdrETag); v != nil {
+		h["Etag"] = v
 	}
 	if hasConditional(r.Header) {
-		if code := httpx.CheckPreconditions(r.Header, r.Method, e.etag, e.modTime, true); code != 0 {
+		if code := httpx.CheckPreconditions(r.Header, r.Method, e.hdr[hdrETag], e.modTime(), true); code != 0 {
 			w.WriteHeader(code)
 			return
 		}
@@ -301,11 +310,11 @@ func (f *Federator) checksums(rq *request, e *entry, rk []ranked, algos []string
 		return sums
 	}
 	add := map[string]string{}
-	primary := e.replicas[0].info
+	primary := e.replicas[0].info()
 	for _, a := range missing {
 		for _, x := range rk {
 			// Only replicas holding the version the entry describes.
-			if same, _ := checksumsAgree(primary, x.r.info); !same && x.r != e.replicas[0] {
+			if same, _ := checksumsAgree(primary, x.r.info()); !same && x.r != e.replicas[0] {
 				continue
 			}
 			v, err := endpoint.Checksum(rq.r.Context(), x.r.m.ep, x.r.path, a)
@@ -347,7 +356,7 @@ func (f *Federator) writeMetalink(rq *request, e *entry, rk []ranked) {
 	}
 	self := false
 	for _, x := range rk {
-		u := x.r.url
+		u := x.r.url()
 		if u == "" {
 			if self {
 				continue
@@ -381,8 +390,8 @@ func (f *Federator) serveDir(rq *request, e *entry) {
 	h := w.Header()
 	if r.Method == http.MethodHead {
 		h.Set("Content-Type", httpx.DirType)
-		if e.lastMod != "" {
-			h.Set("Last-Modified", e.lastMod)
+		if e.hdr[hdrLastMod] != "" {
+			h.Set("Last-Modified", e.hdr[hdrLastMod])
 		}
 		w.WriteHeader(http.StatusOK)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/http"
 	"time"
 
@@ -172,12 +173,32 @@ type wireEntry struct {
 }
 
 type wireAnswer struct {
-	Endpoint string         `json:"e"`
-	Kind     answerKind     `json:"k"`
-	Err      string         `json:"r,omitempty"`
-	Info     *endpoint.Info `json:"i,omitempty"`
-	URL      string         `json:"u,omitempty"`
-	Born     int64          `json:"b,omitempty"`
+	Endpoint string     `json:"e"`
+	Kind     answerKind `json:"k"`
+	Err      string     `json:"r,omitempty"`
+	Info     *wireInfo  `json:"i,omitempty"`
+	URL      string     `json:"u,omitempty"`
+	Born     int64      `json:"b,omitempty"`
+}
+
+// wireInfo is endpoint.Info as the second level keeps it: the same
+// fields and names, those at their zero value left out (most kinds
+// know a few: a Redis of a million entries kept a third less), so that
+// federators writing every field and those leaving zeros out read each
+// other's entries alike.
+type wireInfo struct {
+	Name      string
+	Size      int64
+	ModTime   time.Time         `json:",omitzero"`
+	IsDir     bool              `json:",omitzero"`
+	ETag      string            `json:",omitzero"`
+	Strong    bool              `json:",omitzero"`
+	Checksums map[string]string `json:",omitzero"`
+	Mode      fs.FileMode       `json:",omitzero"`
+	Owner     string            `json:",omitzero"`
+	Group     string            `json:",omitzero"`
+	CTime     time.Time         `json:",omitzero"`
+	ATime     time.Time         `json:",omitzero"`
 }
 
 func encodeEntry(e *entry) ([]byte, error) {
@@ -189,8 +210,8 @@ func encodeEntry(e *entry) ([]byte, error) {
 	for _, a := range e.answers {
 		wa := wireAnswer{Endpoint: a.m.name, Kind: a.kind, Err: a.err}
 		if r := byName[a.m]; r != nil && a.kind == ansFound {
-			info := r.info
-			wa.Info, wa.URL, wa.Born = &info, r.url, r.born
+			info := wireInfo(r.info())
+			wa.Info, wa.URL, wa.Born = &info, r.url(), r.born
 		}
 		w.Answers = append(w.Answers, wa)
 	}
@@ -224,7 +245,7 @@ func (f *Federator) decodeEntry(s *snapshot, p string, b []byte) *entry {
 			if a.Info == nil {
 				return nil
 			}
-			e.replicas = append(e.replicas, &replica{m: m, path: m.endpointPath(p), info: *a.Info, url: a.URL, born: a.Born, learned: &learnedSums{}})
+			e.replicas = append(e.replicas, newReplica(m, p, endpoint.Info(*a.Info), a.URL, a.Born))
 		case ansDown, ansUnavailable, ansSlow:
 			e.incomplete = true
 		}

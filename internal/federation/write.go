@@ -124,7 +124,7 @@ func (pl *putPlan) seen() endpoint.Cond {
 	if pl.mine == nil {
 		return endpoint.Cond{IfNoneMatch: true}
 	}
-	return endpoint.Cond{IfMatch: pl.mine.info.ETag}
+	return endpoint.Cond{IfMatch: pl.mine.info().ETag}
 }
 
 // writeErr is the error of a write: the status an HTTP client gets, the
@@ -399,18 +399,12 @@ func putPreconditions(h http.Header, e *entry) (int, string) {
 	if !exists {
 		return preconditionStatus(httpx.CheckPreconditions(h, http.MethodPut, "", time.Time{}, false))
 	}
-	quoted := func(rep *replica) string {
-		if rep.info.ETag == "" {
-			return ""
-		}
-		return `"` + rep.info.ETag + `"`
-	}
 	// If-Match passes when it names some replica's ETag; If-None-Match
 	// fails when it names any (or is "*").
 	if im := h["If-Match"]; len(im) > 0 {
 		list, ok := strings.Join(im, ","), false
 		for _, rep := range e.replicas {
-			ok = ok || httpx.ETagMatch(list, quoted(rep), false)
+			ok = ok || httpx.ETagMatch(list, rep.ver.etag, false)
 		}
 		if !ok {
 			return http.StatusPreconditionFailed, "If-Match names no replica's ETag"
@@ -418,7 +412,7 @@ func putPreconditions(h http.Header, e *entry) (int, string) {
 	} else if ius := h.Get("If-Unmodified-Since"); ius != "" {
 		only := http.Header{"If-Unmodified-Since": {ius}}
 		for _, rep := range e.replicas {
-			if httpx.CheckPreconditions(only, http.MethodPut, "", rep.info.ModTime, true) != 0 {
+			if httpx.CheckPreconditions(only, http.MethodPut, "", rep.ver.modTime(), true) != 0 {
 				return http.StatusPreconditionFailed, "modified since If-Unmodified-Since on " + rep.m.name
 			}
 		}
@@ -426,7 +420,7 @@ func putPreconditions(h http.Header, e *entry) (int, string) {
 	if inm := h["If-None-Match"]; len(inm) > 0 {
 		list := strings.Join(inm, ",")
 		for _, rep := range e.replicas {
-			if httpx.ETagMatch(list, quoted(rep), true) {
+			if httpx.ETagMatch(list, rep.ver.etag, true) {
 				return http.StatusPreconditionFailed, "If-None-Match matches the replica on " + rep.m.name
 			}
 		}
@@ -462,7 +456,7 @@ func (f *Federator) retire(ctx context.Context, s *snapshot, p string, old []*re
 				}
 				f.log.Warn("could not delete a replica a write made stale", "endpoint", rep.m.name, "path", p, "err", err)
 			}
-			f.stale.mark(rep.m.name, rep.path, rep.info)
+			f.stale.mark(rep.m.name, rep.path, rep.info())
 			mu.Lock()
 			kept = append(kept, rep.m.name)
 			mu.Unlock()
