@@ -386,7 +386,15 @@ func (a *Authorizer) certIdentity(chain []*x509.Certificate) (*Identity, error) 
 	dn, proxies, expires, err := VerifyChain(chain, a.trustPool(), now)
 	v = certVerdict{gen: gen, until: expires, err: err}
 	if err == nil {
-		v.id = &Identity{Kind: X509, Name: dn, Proxy: proxies > 0, Expires: expires}
+		id := &Identity{Kind: X509, Name: dn, Proxy: proxies > 0, Expires: expires}
+		var change time.Time
+		id.VOs, id.FQANs, change = a.vomsAttributes(chain, proxies, dn, now)
+		if !change.IsZero() && change.Before(v.until) {
+			// An AC that expires (or starts) before the chain does
+			// changes the identity: verify again then.
+			v.until = change
+		}
+		v.id = id
 	} else {
 		// A refusal is remembered briefly: the client's next request on
 		// the connection need not pay for the check again.

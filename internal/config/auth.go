@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/lakefed/lakefed/internal/httpx"
 )
@@ -21,12 +22,19 @@ import (
 //	  rules:
 //	    - {prefix: /public, anonymous: [read, list]}
 //	    - {prefix: /store/user, groups: [/cms], allow: [read, list, create]}
+//	    - {prefix: /store/mc, fqans: [/cms/Role=production], allow: [read, list, create]}
 type Auth struct {
 	// CAFile and CADir are the CAs trusted for client certificates (a
 	// PEM bundle; a grid-security directory of hashed certificates).
 	// Neither: client certificates are not used.
 	CAFile string `yaml:"ca_file"`
 	CADir  string `yaml:"ca_dir"`
+	// VOMSDir is the grid-security vomsdir: VO/host.lsc names, on its
+	// first line, the DN of the VOMS server of VO on host and, on the
+	// second, its CA's DN. A proxy's VOMS attributes count only when
+	// their server is named there and its certificate chains to the
+	// CAs above. Default /etc/grid-security/vomsdir.
+	VOMSDir string `yaml:"vomsdir"`
 	// Issuers are the token issuers trusted. None: bearer tokens are
 	// refused.
 	Issuers []Issuer `yaml:"issuers"`
@@ -57,11 +65,15 @@ type Rule struct {
 	Prefix string `yaml:"prefix"`
 	// Anonymous are actions anyone may do.
 	Anonymous []string `yaml:"anonymous"`
-	// Identities (certificate DNs, or "ISSUER/SUB" of tokens) and Groups
-	// (wlcg.groups) get Allow; with neither, every authenticated caller
-	// does.
+	// Identities (certificate DNs, or "ISSUER/SUB" of tokens), Groups
+	// (wlcg.groups), VOs (a proxy's VOMS VO: "cms") and FQANs (a proxy's
+	// VOMS attributes: "/cms" holds with any role, "/cms/Role=production"
+	// only with that role) get Allow; with none, every authenticated
+	// caller does.
 	Identities []string `yaml:"identities"`
 	Groups     []string `yaml:"groups"`
+	VOs        []string `yaml:"vos"`
+	FQANs      []string `yaml:"fqans"`
 	Allow      []string `yaml:"allow"`
 }
 
@@ -97,6 +109,16 @@ func (a *Auth) validate(v *validator, path string) {
 				if !slices.Contains(Actions, act) {
 					v.errorf(p, "action %q: want one of %v", act, Actions)
 				}
+			}
+		}
+		for _, vo := range r.VOs {
+			if vo == "" || strings.ContainsAny(vo, "/ ") {
+				v.errorf(p+".vos", "%q: want a VO name such as cms", vo)
+			}
+		}
+		for _, f := range r.FQANs {
+			if !strings.HasPrefix(f, "/") || len(f) < 2 {
+				v.errorf(p+".fqans", "%q: want an FQAN such as /cms/Role=production", f)
 			}
 		}
 		if len(r.Anonymous) == 0 && len(r.Allow) == 0 {

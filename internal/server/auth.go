@@ -17,7 +17,7 @@ import (
 
 // authConfig maps the auth section onto package auth's config.
 func authConfig(a *config.Auth) (auth.Config, error) {
-	ac := auth.Config{CAFile: a.CAFile, CADir: a.CADir, ClockSkew: a.ClockSkew.D()}
+	ac := auth.Config{CAFile: a.CAFile, CADir: a.CADir, VOMSDir: a.VOMSDir, ClockSkew: a.ClockSkew.D()}
 	for _, is := range a.Issuers {
 		ac.Issuers = append(ac.Issuers, auth.Issuer{URL: is.Issuer, Audiences: is.Audiences, Base: is.Base, Kind: auth.TokenKind(is.Kind)})
 	}
@@ -41,7 +41,8 @@ func authConfig(a *config.Auth) (auth.Config, error) {
 		if err != nil {
 			return ac, err
 		}
-		ac.Rules = append(ac.Rules, auth.Rule{Prefix: r.Prefix, Anonymous: anon, Identities: r.Identities, Groups: r.Groups, Allow: allow})
+		ac.Rules = append(ac.Rules, auth.Rule{Prefix: r.Prefix, Anonymous: anon, Identities: r.Identities, Groups: r.Groups,
+			VOs: r.VOs, FQANs: r.FQANs, Allow: allow})
 	}
 	return ac, nil
 }
