@@ -414,6 +414,22 @@ func (a *Authorizer) certIdentity(chain []*x509.Certificate) (*Identity, error) 
 	return v.id, v.err
 }
 
+// CertIdentity returns the identity of a client's certificate chain
+// (leaf first, as TLS sends it), checked as Middleware checks an HTTPS
+// client's: VerifyChain, then the VOMS attributes of a proxy. Without
+// trusted CAs, certificates are not used and the caller is anonymous.
+// Its errors wrap ErrInvalidCert.
+func (a *Authorizer) CertIdentity(chain []*x509.Certificate) (Identity, error) {
+	if a.trust == nil || len(chain) == 0 {
+		return Identity{}, nil
+	}
+	id, err := a.certIdentity(chain)
+	if err != nil {
+		return Identity{}, err
+	}
+	return *id, nil
+}
+
 func (a *Authorizer) trustPool() *x509.CertPool {
 	a.trustMu.RLock()
 	defer a.trustMu.RUnlock()

@@ -32,6 +32,13 @@ type Config struct {
 	// under a second means no wait, kXR_ServerError at once; negative is
 	// an error.
 	XrootOutageWait Duration `yaml:"xroot_outage_wait"`
+	// XrootTLSRequired makes every root:// door (listen_xroot and
+	// cache.listen_xroot) refuse a session that does not switch to TLS
+	// (roots://): XRootD 5 clients are told to switch whatever their
+	// URL says, and every request but kXR_protocol of a session still in
+	// plain TCP gets kXR_TLSRequired. Needs tls_cert. Default false: TLS
+	// when the client asks for it.
+	XrootTLSRequired bool `yaml:"xroot_tls_required"`
 	// Storage lists storage servers to run in this process, each serving
 	// a directory on its own listen address. Nil: none.
 	Storage []Storage `yaml:"storage"`

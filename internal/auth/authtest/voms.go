@@ -104,6 +104,13 @@ func (v *VOMS) WriteLSC(t testing.TB, dns ...string) {
 // the trusted CA that the vomsdir does not name.
 func (v *VOMS) Rogue() []string { return []string{"-hostcert", v.rogue, "-hostkey", v.rogueKey} }
 
+// RogueCert and RogueKey are the rogue VOMS server's certificate and
+// key: a valid certificate of the CA with another DN than the user's.
+func (v *VOMS) RogueCert() string { return v.rogue }
+
+// RogueKey is the key of RogueCert.
+func (v *VOMS) RogueKey() string { return v.rogueKey }
+
 // OtherCA are Proxy options that make the AC's signer a server with the
 // right DN but from a CA other than the one the .lsc file names.
 func (v *VOMS) OtherCA() []string {
