@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -574,6 +575,9 @@ type Identity struct {
 	// Scopes are the token's storage capabilities; nil for an identity
 	// token and for certificates.
 	Scopes []Scope
+	// Others are the token's other scopes, as written ("openid",
+	// "lakefed.admin"): no path rule reads them; HasScope does.
+	Others []string
 	// Proxy is set when the certificate was an RFC 3820 proxy.
 	Proxy bool
 	// Expires is when the credential stops being valid (zero: anonymous).
@@ -589,6 +593,12 @@ func (id Identity) String() string {
 		return "anonymous"
 	}
 	return id.Kind.String() + ":" + id.Name
+}
+
+// HasScope reports whether id is a token carrying the scope s among its
+// other (not storage) scopes, such as the admin API's "lakefed.admin".
+func (id Identity) HasScope(s string) bool {
+	return id.Kind == Token && s != "" && slices.Contains(id.Others, s)
 }
 
 // capability reports whether id is a token whose scopes decide alone.

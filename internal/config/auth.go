@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -75,6 +76,54 @@ type Rule struct {
 	VOs        []string `yaml:"vos"`
 	FQANs      []string `yaml:"fqans"`
 	Allow      []string `yaml:"allow"`
+}
+
+// Operator guards the operator's pages (the dashboard under /ui, the
+// JSON under /api/ and /metrics), which the path rules do not cover:
+// they show endpoints, errors and, for some, paths of the namespace.
+//
+//	operator:
+//	  anonymous: [127.0.0.0/8, ::1/128, 10.1.0.0/16]   # Prometheus's network too
+//	  identities: ["/DC=org/DC=example/CN=Ops"]
+type Operator struct {
+	// Anonymous are the networks (CIDR) whose clients may see the pages
+	// without credentials. Not given: loopback only (127.0.0.0/8 and
+	// ::1/128); an empty list: none.
+	Anonymous []string `yaml:"anonymous"`
+	// Identities may see them from anywhere: certificate DNs, or
+	// "ISSUER/SUB" of tokens (verified by the auth section). The admins
+	// (federation.admin) may too.
+	Identities []string `yaml:"identities"`
+}
+
+// DefaultOperatorNetworks are Operator.Anonymous when it is not given.
+var DefaultOperatorNetworks = []string{"127.0.0.0/8", "::1/128"}
+
+// Networks returns the networks of Anonymous, the defaults when it was
+// not given; Validate has checked them.
+func (o Operator) Networks() []netip.Prefix {
+	nets := o.Anonymous
+	if nets == nil {
+		nets = DefaultOperatorNetworks
+	}
+	out := make([]netip.Prefix, 0, len(nets))
+	for _, n := range nets {
+		if p, err := netip.ParsePrefix(n); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+func (o *Operator) validate(v *validator, path string, auth bool) {
+	for i, n := range o.Anonymous {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			v.errorf(fmt.Sprintf("%s.anonymous[%d]", path, i), "%q: want a network such as 10.0.0.0/8", n)
+		}
+	}
+	if len(o.Identities) > 0 && !auth {
+		v.errorf(path+".identities", "needs an auth section to verify them")
+	}
 }
 
 // Actions are the actions a rule may name.

@@ -60,6 +60,10 @@ type Config struct {
 	// Auth says who may do what on every listener (auth.go). Nil:
 	// everything is open.
 	Auth *Auth `yaml:"auth"`
+	// Operator says who may see the operator's pages (auth.go): /ui,
+	// /api/* and /metrics of the federator's and the cache's listeners.
+	// The zero value opens them to clients on this host only.
+	Operator Operator `yaml:"operator"`
 	// Shared is the state shared with the other processes of the lake
 	// through Redis (shared.go). Nil: this process keeps its own.
 	Shared *Shared `yaml:"shared"`
@@ -157,6 +161,9 @@ func (c *Config) SetDefaults() {
 	}
 	if f.RetryAfter == 0 {
 		f.RetryAfter = Duration(DefaultRetryAfter)
+	}
+	if f.Admin.Scope == "" {
+		f.Admin.Scope = DefaultAdminScope
 	}
 	mc := &f.MetadataCache
 	if mc.MaxEntries == 0 {
