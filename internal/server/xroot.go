@@ -138,9 +138,9 @@ func doorAuthorize(a *auth.Authorizer, log *slog.Logger, door string) func(ctx c
 // handshake. The door's Authorize checks it again (auth.CertIdentity)
 // and refuses every request of the connection with the reason, which
 // an XRootD client shows, where a failed handshake shows only "TLS
-// error": XRootD clients before 5.6.4 send only the leaf of
-// X509_USER_PROXY, so a proxy arrives without the certificate it was
-// signed by. Nil stays nil.
+// error": XRootD clients of the 5.5 series send only the leaf of
+// X509_USER_PROXY (SSL_CTX_use_certificate_file), so a proxy arrives
+// without the certificate it was signed by. Nil stays nil.
 func doorTLS(cfg *tls.Config) *tls.Config {
 	if cfg == nil || cfg.GetConfigForClient == nil {
 		return cfg

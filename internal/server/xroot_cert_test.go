@@ -58,7 +58,8 @@ func startCertDoor(t *testing.T, v *authtest.VOMS, tlsRequired bool) (string, st
 // reads what a rule on its DN grants; another certificate of the same CA
 // and no certificate are refused there. A VOMS proxy from this xrdcp
 // (5.5, which sends only the leaf of X509_USER_PROXY) is refused with
-// the reason, not a bare TLS error.
+// the reason, not a bare TLS error; TestXrootDoorVOMS presents proxies
+// with a client that sends the chain.
 func TestXrootDoorCertificates(t *testing.T) {
 	xrdcp := testenv.Require(t, "xrdcp")
 	v := authtest.NewVOMS(t, testenv.Require(t, "voms-proxy-fake"))
