@@ -14,6 +14,7 @@ FUZZ_PROXY ?= 200000x
 FUZZ_PUT ?= 40000x
 FUZZ_BEARER ?= 200000x
 FUZZ_FRAMES ?= 60000x
+FUZZ_VOMS ?= 200000x
 FUZZTIMEOUT ?= 5m
 
 .PHONY: test deps build vet fuzz bench-storage
@@ -24,12 +25,14 @@ test: deps vet
 
 # The fuzz targets, each for FUZZTIME: the federator's proxied ranges,
 # the storage role's PUT headers, bearer tokens and Authorization headers,
-# and the root:// door's request frames. Seeds run in every go test too.
+# the root:// door's request frames, and VOMS attribute certificates.
+# Seeds run in every go test too.
 fuzz:
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzProxyRange$$' -fuzztime $(FUZZ_PROXY) ./internal/federation/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzPutHeaders$$' -fuzztime $(FUZZ_PUT) ./internal/storage/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzBearer$$' -fuzztime $(FUZZ_BEARER) ./internal/auth/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZ_FRAMES) ./internal/xrootd/
+	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzVOMSAC$$' -fuzztime $(FUZZ_VOMS) ./internal/auth/
 
 deps:
 	./scripts/install-deps.sh

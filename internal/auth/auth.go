@@ -23,12 +23,12 @@
 //     dCache draws the same line between capability and identity tokens.
 //   - Rules only grant; the grants of every rule whose prefix covers the
 //     path add up. No grant means deny.
-//   - VOMS attributes are not read. The one Go parser found,
-//     gitlab.cern.ch/fts/go-proxy (github.com/ayllon/go-proxy), by its own
-//     README validates neither the chain nor the VOMS signature, and
-//     groups taken from an unchecked attribute certificate are groups
-//     anyone can claim. A proxy's identity is its end-entity DN, without
-//     groups.
+//   - A proxy's identity is its end-entity DN, with the VOs and FQANs
+//     of the VOMS attribute certificates it carries that verify
+//     (voms.go: the VOMS server's chain and the .lsc file naming it, the
+//     signature, the holder, the validity). An AC failing any check is
+//     ignored whole, and logged with the reason: attributes taken from
+//     an unchecked AC are attributes anyone can claim.
 package auth
 
 import (
@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -184,9 +185,19 @@ type Rule struct {
 	// Groups are the groups Allow is granted to, matched exactly against
 	// a token's wlcg.groups ("/cms", "/cms/uscms").
 	Groups []string
-	// Allow are the actions granted to Identities and Groups. With
-	// neither set, Allow goes to every authenticated caller (a valid
-	// certificate, or a token without storage scopes).
+	// VOs are the virtual organisations Allow is granted to: a
+	// certificate whose VOMS attributes were issued for one of them
+	// ("cms"), with any group and role.
+	VOs []string
+	// FQANs are the VOMS attributes Allow is granted to: "/cms/uscms"
+	// grants every caller holding that group, with any role;
+	// "/cms/Role=production" only those holding the group with that
+	// role. "/Role=NULL" and "/Capability=NULL" are dropped before
+	// matching (NormalizeFQAN).
+	FQANs []string
+	// Allow are the actions granted to Identities, Groups, VOs and
+	// FQANs. With none set, Allow goes to every authenticated caller (a
+	// valid certificate, or a token without storage scopes).
 	Allow []Action
 }
 
@@ -206,6 +217,12 @@ type Config struct {
 	// certificates): every *.0 and *.pem file in it is read as PEM
 	// certificates. Signing-policy and CRL files (*.r0) are ignored.
 	CADir string
+	// VOMSDir is the grid-security vomsdir whose VO/host.lsc files name
+	// the VOMS servers trusted to sign each VO's attributes (VerifyVOMS).
+	// It is read at each new connection's check, so a change needs no
+	// reload. Empty means DefaultVOMSDir; a missing directory means no
+	// VOMS attributes are trusted.
+	VOMSDir string
 	// ClockSkew is the allowance on exp, nbf and iat. Zero means
 	// DefaultClockSkew; negative is an error.
 	ClockSkew time.Duration
@@ -251,7 +268,9 @@ type rule struct {
 	allow      actionSet
 	identities map[string]bool
 	groups     map[string]bool
-	anyAuth    bool // Allow goes to every authenticated caller
+	vos        map[string]bool
+	fqans      map[string][]string // by group: the roles granted, "" for any
+	anyAuth    bool                // Allow goes to every authenticated caller
 }
 
 // Authorizer checks credentials and rules. Its methods are safe for
@@ -267,6 +286,7 @@ type Authorizer struct {
 	trustMu   sync.RWMutex       // guards trust.pool
 	caFile    string
 	caDir     string
+	vomsDir   string
 	tokens    *tokenCache
 	parser    *jwt.Parser // read-only after New; safe for concurrent use
 	certs     *certCache
@@ -283,7 +303,10 @@ type Authorizer struct {
 // is cancelled or Close.
 func New(ctx context.Context, cfg Config, opt Options) (*Authorizer, error) {
 	a := &Authorizer{log: opt.Log, now: opt.Now, client: opt.HTTPClient, skew: cfg.ClockSkew, realm: cfg.Realm,
-		caFile: cfg.CAFile, caDir: cfg.CADir}
+		caFile: cfg.CAFile, caDir: cfg.CADir, vomsDir: cfg.VOMSDir}
+	if a.vomsDir == "" {
+		a.vomsDir = DefaultVOMSDir
+	}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -439,7 +462,27 @@ func newRule(rc Rule) (rule, error) {
 			r.groups[g] = true
 		}
 	}
-	r.anyAuth = r.allow != 0 && r.identities == nil && r.groups == nil
+	if len(rc.VOs) > 0 {
+		r.vos = make(map[string]bool, len(rc.VOs))
+		for _, vo := range rc.VOs {
+			if !safeName(vo) {
+				return rule{}, fmt.Errorf("%w: VO %q is not a plain name", ErrConfig, vo)
+			}
+			r.vos[vo] = true
+		}
+	}
+	if len(rc.FQANs) > 0 {
+		r.fqans = make(map[string][]string, len(rc.FQANs))
+		for _, f := range rc.FQANs {
+			n, err := NormalizeFQAN(f)
+			if err != nil {
+				return rule{}, fmt.Errorf("%w: %v", ErrConfig, err)
+			}
+			g, role := splitFQAN(n)
+			r.fqans[g] = append(r.fqans[g], role)
+		}
+	}
+	r.anyAuth = r.allow != 0 && r.identities == nil && r.groups == nil && r.vos == nil && r.fqans == nil
 	if r.allow == 0 && r.anonymous == 0 {
 		return rule{}, fmt.Errorf("%w: rule for %q grants nothing", ErrConfig, p)
 	}
@@ -525,9 +568,16 @@ type Identity struct {
 	Issuer, Subject string
 	// Groups are the token's wlcg.groups.
 	Groups []string
+	// VOs and FQANs are the VOMS attributes of a proxy certificate, from
+	// the attribute certificates that verified, FQANs normalised
+	// (NormalizeFQAN); nil for tokens and plain certificates.
+	VOs, FQANs []string
 	// Scopes are the token's storage capabilities; nil for an identity
 	// token and for certificates.
 	Scopes []Scope
+	// Others are the token's other scopes, as written ("openid",
+	// "lakefed.admin"): no path rule reads them; HasScope does.
+	Others []string
 	// Proxy is set when the certificate was an RFC 3820 proxy.
 	Proxy bool
 	// Expires is when the credential stops being valid (zero: anonymous).
@@ -543,6 +593,12 @@ func (id Identity) String() string {
 		return "anonymous"
 	}
 	return id.Kind.String() + ":" + id.Name
+}
+
+// HasScope reports whether id is a token carrying the scope s among its
+// other (not storage) scopes, such as the admin API's "lakefed.admin".
+func (id Identity) HasScope(s string) bool {
+	return id.Kind == Token && s != "" && slices.Contains(id.Others, s)
 }
 
 // capability reports whether id is a token whose scopes decide alone.
@@ -617,6 +673,31 @@ func (a *Authorizer) granted(id *Identity, bit actionSet, p string) bool {
 		}
 		for _, g := range id.Groups {
 			if r.groups[g] {
+				return true
+			}
+		}
+		if r.vomsGrants(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// vomsGrants reports whether r's VOs or FQANs name one of id's VOMS
+// attributes.
+func (r *rule) vomsGrants(id *Identity) bool {
+	for _, vo := range id.VOs {
+		if r.vos[vo] {
+			return true
+		}
+	}
+	if r.fqans == nil {
+		return false
+	}
+	for _, f := range id.FQANs {
+		g, role := splitFQAN(f)
+		for _, want := range r.fqans[g] {
+			if want == "" || want == role {
 				return true
 			}
 		}

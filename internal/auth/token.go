@@ -249,7 +249,7 @@ func (a *Authorizer) verifyToken(ctx context.Context, tok string) (*Identity, er
 	if !audOK {
 		return nil, fmt.Errorf("%w: audience %q not accepted here", ErrInvalidToken, []string(c.Audience))
 	}
-	scopes, err := is.scopes(c.Scope)
+	scopes, others, err := is.scopes(c.Scope)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
@@ -260,6 +260,7 @@ func (a *Authorizer) verifyToken(ctx context.Context, tok string) (*Identity, er
 		Subject: c.Subject,
 		Groups:  c.Groups,
 		Scopes:  scopes,
+		Others:  others,
 		Expires: c.ExpiresAt.Time,
 		Token:   tok,
 	}
@@ -279,13 +280,14 @@ func (a *Authorizer) verifyToken(ctx context.Context, tok string) (*Identity, er
 //
 // SciTokens: read:/p → read, list; write:/p → create, modify, delete. A
 // scope without a path means "/" (the SciTokens rule). Other scopes
-// (openid, offline_access, compute.*) are not storage scopes and are
-// ignored. A storage scope whose path is not clean ("..", encoded dots,
+// (openid, offline_access, compute.*, lakefed.admin) are not storage
+// scopes: they are returned apart, as written. A storage scope whose path is not clean ("..", encoded dots,
 // control characters) makes the whole token invalid: dropping it would
 // turn a capability token into an identity token, which the rules might
 // grant more.
-func (is *issuer) scopes(claim string) ([]Scope, error) {
+func (is *issuer) scopes(claim string) ([]Scope, []string, error) {
 	var out []Scope
+	var others []string
 	for s := range strings.FieldsSeq(claim) {
 		name, p, hasPath := strings.Cut(s, ":")
 		var set actionSet
@@ -302,6 +304,7 @@ func (is *issuer) scopes(claim string) ([]Scope, error) {
 		case sci && name == "write":
 			set = setCreate | setModify | setDelete
 		default:
+			others = append(others, s)
 			continue
 		}
 		if !hasPath {
@@ -309,9 +312,9 @@ func (is *issuer) scopes(claim string) ([]Scope, error) {
 		}
 		cp, err := httpx.CleanPath(p)
 		if err != nil || strings.Contains(p, "%") {
-			return nil, fmt.Errorf("scope %q: path not clean", s)
+			return nil, nil, fmt.Errorf("scope %q: path not clean", s)
 		}
 		out = append(out, Scope{Path: httpx.Join(is.base, cp), actions: set})
 	}
-	return out, nil
+	return out, others, nil
 }

@@ -386,7 +386,15 @@ func (a *Authorizer) certIdentity(chain []*x509.Certificate) (*Identity, error) 
 	dn, proxies, expires, err := VerifyChain(chain, a.trustPool(), now)
 	v = certVerdict{gen: gen, until: expires, err: err}
 	if err == nil {
-		v.id = &Identity{Kind: X509, Name: dn, Proxy: proxies > 0, Expires: expires}
+		id := &Identity{Kind: X509, Name: dn, Proxy: proxies > 0, Expires: expires}
+		var change time.Time
+		id.VOs, id.FQANs, change = a.vomsAttributes(chain, proxies, dn, now)
+		if !change.IsZero() && change.Before(v.until) {
+			// An AC that expires (or starts) before the chain does
+			// changes the identity: verify again then.
+			v.until = change
+		}
+		v.id = id
 	} else {
 		// A refusal is remembered briefly: the client's next request on
 		// the connection need not pay for the check again.
@@ -404,6 +412,22 @@ func (a *Authorizer) certIdentity(chain []*x509.Certificate) (*Identity, error) 
 	c.m[leaf] = v
 	c.mu.Unlock()
 	return v.id, v.err
+}
+
+// CertIdentity returns the identity of a client's certificate chain
+// (leaf first, as TLS sends it), checked as Middleware checks an HTTPS
+// client's: VerifyChain, then the VOMS attributes of a proxy. Without
+// trusted CAs, certificates are not used and the caller is anonymous.
+// Its errors wrap ErrInvalidCert.
+func (a *Authorizer) CertIdentity(chain []*x509.Certificate) (Identity, error) {
+	if a.trust == nil || len(chain) == 0 {
+		return Identity{}, nil
+	}
+	id, err := a.certIdentity(chain)
+	if err != nil {
+		return Identity{}, err
+	}
+	return *id, nil
 }
 
 func (a *Authorizer) trustPool() *x509.CertPool {

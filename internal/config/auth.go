@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/lakefed/lakefed/internal/httpx"
 )
@@ -21,12 +23,19 @@ import (
 //	  rules:
 //	    - {prefix: /public, anonymous: [read, list]}
 //	    - {prefix: /store/user, groups: [/cms], allow: [read, list, create]}
+//	    - {prefix: /store/mc, fqans: [/cms/Role=production], allow: [read, list, create]}
 type Auth struct {
 	// CAFile and CADir are the CAs trusted for client certificates (a
 	// PEM bundle; a grid-security directory of hashed certificates).
 	// Neither: client certificates are not used.
 	CAFile string `yaml:"ca_file"`
 	CADir  string `yaml:"ca_dir"`
+	// VOMSDir is the grid-security vomsdir: VO/host.lsc names, on its
+	// first line, the DN of the VOMS server of VO on host and, on the
+	// second, its CA's DN. A proxy's VOMS attributes count only when
+	// their server is named there and its certificate chains to the
+	// CAs above. Default /etc/grid-security/vomsdir.
+	VOMSDir string `yaml:"vomsdir"`
 	// Issuers are the token issuers trusted. None: bearer tokens are
 	// refused.
 	Issuers []Issuer `yaml:"issuers"`
@@ -57,12 +66,64 @@ type Rule struct {
 	Prefix string `yaml:"prefix"`
 	// Anonymous are actions anyone may do.
 	Anonymous []string `yaml:"anonymous"`
-	// Identities (certificate DNs, or "ISSUER/SUB" of tokens) and Groups
-	// (wlcg.groups) get Allow; with neither, every authenticated caller
-	// does.
+	// Identities (certificate DNs, or "ISSUER/SUB" of tokens), Groups
+	// (wlcg.groups), VOs (a proxy's VOMS VO: "cms") and FQANs (a proxy's
+	// VOMS attributes: "/cms" holds with any role, "/cms/Role=production"
+	// only with that role) get Allow; with none, every authenticated
+	// caller does.
 	Identities []string `yaml:"identities"`
 	Groups     []string `yaml:"groups"`
+	VOs        []string `yaml:"vos"`
+	FQANs      []string `yaml:"fqans"`
 	Allow      []string `yaml:"allow"`
+}
+
+// Operator guards the operator's pages (the dashboard under /ui, the
+// JSON under /api/ and /metrics), which the path rules do not cover:
+// they show endpoints, errors and, for some, paths of the namespace.
+//
+//	operator:
+//	  anonymous: [127.0.0.0/8, ::1/128, 10.1.0.0/16]   # Prometheus's network too
+//	  identities: ["/DC=org/DC=example/CN=Ops"]
+type Operator struct {
+	// Anonymous are the networks (CIDR) whose clients may see the pages
+	// without credentials. Not given: loopback only (127.0.0.0/8 and
+	// ::1/128); an empty list: none.
+	Anonymous []string `yaml:"anonymous"`
+	// Identities may see them from anywhere: certificate DNs, or
+	// "ISSUER/SUB" of tokens (verified by the auth section). The admins
+	// (federation.admin) may too.
+	Identities []string `yaml:"identities"`
+}
+
+// DefaultOperatorNetworks are Operator.Anonymous when it is not given.
+var DefaultOperatorNetworks = []string{"127.0.0.0/8", "::1/128"}
+
+// Networks returns the networks of Anonymous, the defaults when it was
+// not given; Validate has checked them.
+func (o Operator) Networks() []netip.Prefix {
+	nets := o.Anonymous
+	if nets == nil {
+		nets = DefaultOperatorNetworks
+	}
+	out := make([]netip.Prefix, 0, len(nets))
+	for _, n := range nets {
+		if p, err := netip.ParsePrefix(n); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+func (o *Operator) validate(v *validator, path string, auth bool) {
+	for i, n := range o.Anonymous {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			v.errorf(fmt.Sprintf("%s.anonymous[%d]", path, i), "%q: want a network such as 10.0.0.0/8", n)
+		}
+	}
+	if len(o.Identities) > 0 && !auth {
+		v.errorf(path+".identities", "needs an auth section to verify them")
+	}
 }
 
 // Actions are the actions a rule may name.
@@ -97,6 +158,16 @@ func (a *Auth) validate(v *validator, path string) {
 				if !slices.Contains(Actions, act) {
 					v.errorf(p, "action %q: want one of %v", act, Actions)
 				}
+			}
+		}
+		for _, vo := range r.VOs {
+			if vo == "" || strings.ContainsAny(vo, "/ ") {
+				v.errorf(p+".vos", "%q: want a VO name such as cms", vo)
+			}
+		}
+		for _, f := range r.FQANs {
+			if !strings.HasPrefix(f, "/") || len(f) < 2 {
+				v.errorf(p+".fqans", "%q: want an FQAN such as /cms/Role=production", f)
 			}
 		}
 		if len(r.Anonymous) == 0 && len(r.Allow) == 0 {

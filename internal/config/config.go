@@ -32,6 +32,13 @@ type Config struct {
 	// under a second means no wait, kXR_ServerError at once; negative is
 	// an error.
 	XrootOutageWait Duration `yaml:"xroot_outage_wait"`
+	// XrootTLSRequired makes every root:// door (listen_xroot and
+	// cache.listen_xroot) refuse a session that does not switch to TLS
+	// (roots://): XRootD 5 clients are told to switch whatever their
+	// URL says, and every request but kXR_protocol of a session still in
+	// plain TCP gets kXR_TLSRequired. Needs tls_cert. Default false: TLS
+	// when the client asks for it.
+	XrootTLSRequired bool `yaml:"xroot_tls_required"`
 	// Storage lists storage servers to run in this process, each serving
 	// a directory on its own listen address. Nil: none.
 	Storage []Storage `yaml:"storage"`
@@ -53,6 +60,10 @@ type Config struct {
 	// Auth says who may do what on every listener (auth.go). Nil:
 	// everything is open.
 	Auth *Auth `yaml:"auth"`
+	// Operator says who may see the operator's pages (auth.go): /ui,
+	// /api/* and /metrics of the federator's and the cache's listeners.
+	// The zero value opens them to clients on this host only.
+	Operator Operator `yaml:"operator"`
 	// Shared is the state shared with the other processes of the lake
 	// through Redis (shared.go). Nil: this process keeps its own.
 	Shared *Shared `yaml:"shared"`
@@ -150,6 +161,9 @@ func (c *Config) SetDefaults() {
 	}
 	if f.RetryAfter == 0 {
 		f.RetryAfter = Duration(DefaultRetryAfter)
+	}
+	if f.Admin.Scope == "" {
+		f.Admin.Scope = DefaultAdminScope
 	}
 	mc := &f.MetadataCache
 	if mc.MaxEntries == 0 {

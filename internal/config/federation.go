@@ -45,7 +45,8 @@ type Federation struct {
 	Health Health `yaml:"health"`
 	// Endpoints are the storage endpoints federated. At least one.
 	Endpoints []Endpoint `yaml:"endpoints"`
-	// Admin restricts the federator's admin API (POST /api/reload).
+	// Admin says who may call the federator's admin API (POST
+	// /api/reload, its one changing endpoint).
 	Admin Admin `yaml:"admin"`
 
 	// RestartNeeded is not read from the file: package server fills it,
@@ -55,14 +56,34 @@ type Federation struct {
 	RestartNeeded []string `yaml:"-"`
 }
 
-// Admin restricts the admin API. Until it has real authentication, only
-// a client on the federator's own host may use it, and only from a page
-// of the federator's own origin (see federation's reload handler).
+// Admin says who may call the admin API: a bearer token with Scope, or a
+// caller named in Identities (both verified by the auth section), from
+// anywhere; and, when AllowLoopback, any client on the federator's own
+// host. Everyone else gets 403, a read-only token included. Whoever
+// calls, the request must come from a page of the federator's own
+// origin, if from a page at all (see federation's reload handler).
+//
+//	federation:
+//	  admin: {scope: lakefed.admin, identities: ["/DC=org/DC=example/CN=Ops"], allow_loopback: false}
 type Admin struct {
-	// AllowRemote lets clients on other hosts call POST /api/reload.
-	// Default false: only loopback clients may (127.0.0.0/8, ::1).
-	AllowRemote bool `yaml:"allow_remote"`
+	// Scope is the token scope that makes its holder an admin. Default
+	// "lakefed.admin".
+	Scope string `yaml:"scope"`
+	// Identities are the admins: certificate DNs in OpenSSL slash form,
+	// or "ISSUER/SUB" of tokens, as auth rules name them.
+	Identities []string `yaml:"identities"`
+	// AllowLoopback lets clients on the federator's host (127.0.0.0/8,
+	// ::1) call the admin API without credentials. Default true (the
+	// demo reloads with a bare curl); false makes them show credentials
+	// too.
+	AllowLoopback *bool `yaml:"allow_loopback"`
 }
+
+// DefaultAdminScope is Admin.Scope's default.
+const DefaultAdminScope = "lakefed.admin"
+
+// LoopbackAllowed reports whether loopback clients need no credentials.
+func (a Admin) LoopbackAllowed() bool { return a.AllowLoopback == nil || *a.AllowLoopback }
 
 // ClientNetwork places the clients of some address ranges.
 type ClientNetwork struct {

@@ -100,7 +100,14 @@ func (c *Config) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		v.errorf("tls_cert", "tls_cert and tls_key go together")
 	}
+	if c.XrootTLSRequired && c.TLSCert == "" {
+		v.errorf("xroot_tls_required", "needs tls_cert and tls_key: the root:// doors speak TLS with them")
+	}
 	c.Auth.validate(v, "auth")
+	c.Operator.validate(v, "operator", c.Auth != nil)
+	if c.Federation != nil && len(c.Federation.Admin.Identities) > 0 && c.Auth == nil {
+		v.errorf("federation.admin.identities", "needs an auth section to verify them")
+	}
 	c.Buffer.validate(v, "buffer", c.Federation)
 	return errors.Join(v.errs...)
 }

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/auth"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 )
@@ -100,10 +102,8 @@ type ReloadAnswer struct {
 	Endpoints []EndpointStatus `json:"endpoints"`
 }
 
-// serveReload re-reads the config through Options.Reload and applies it.
-// Until the admin API has real authentication it trusts only the
-// federator's own host, and refuses what a web page could forge (checked
-// by checkAdmin).
+// serveReload re-reads the config through Options.Reload and applies it,
+// for an admin (checkAdmin).
 func (f *Federator) serveReload(w http.ResponseWriter, r *http.Request) {
 	if f.opts.Reload == nil {
 		httpError(w, http.StatusNotImplemented, "lakefed: reload: this federator has no config file to reload")
@@ -133,20 +133,33 @@ func (f *Federator) serveReload(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(ans)
 }
 
+// IsAdmin reports whether id may call the admin API wherever it calls
+// from: a token with adm.Scope, or a caller adm.Identities names. The
+// one rule for the admin API and for the operator's pages, which admins
+// may see too.
+func IsAdmin(id auth.Identity, adm config.Admin) bool {
+	return id.HasScope(adm.Scope) || id.Kind != auth.Anonymous && slices.Contains(adm.Identities, id.Name)
+}
+
 // checkAdmin vets an admin API request and returns the status and reason
-// to refuse it with, or 0. A browser sends a cross-site form POST (or a
-// fetch with a CORS-safelisted content type such as text/plain) without a
-// preflight, carrying whatever cookies or network position the victim
-// has; so: the client must be on this host unless allowed otherwise, the
-// request's Origin (RFC 6454 section 7), or else its Referer (RFC 9110
-// section 10.1.3), must name this host, and the body must be declared
-// application/json, which no form can send and which makes a cross-site
-// fetch preflighted (Fetch standard, CORS-safelisted request-header).
+// to refuse it with, or 0. The caller (the identity in the request's
+// context, auth.WithCaller; anonymous without one) must be an admin
+// (IsAdmin), or on this host when adm allows loopback clients. A browser
+// sends a cross-site form POST (or a fetch with a CORS-safelisted content
+// type such as text/plain) without a preflight, carrying whatever
+// cookies, client certificate or network position the victim has; so
+// also: the request's Origin (RFC 6454 section 7), or else its Referer
+// (RFC 9110 section 10.1.3), must name this host, and the body must be
+// declared application/json, which no form can send and which makes a
+// cross-site fetch preflighted (Fetch standard, CORS-safelisted
+// request-header).
 func checkAdmin(r *http.Request, adm config.Admin) (int, string) {
-	if !adm.AllowRemote && !loopback(r.RemoteAddr) {
-		return http.StatusForbidden, "only a client on the federator's host may reload (federation.admin.allow_remote: true allows others)"
+	id, _ := auth.IdentityFrom(r.Context())
+	admin := IsAdmin(id, adm)
+	if !admin && !(adm.LoopbackAllowed() && loopback(r.RemoteAddr)) {
+		return http.StatusForbidden, fmt.Sprintf("%s is not an admin: send a token with scope %q or a certificate federation.admin.identities names", id, adm.Scope)
 	}
-	if !adm.AllowRemote && !literalHost(r.Host) {
+	if !admin && !literalHost(r.Host) {
 		// DNS rebinding: a page of evil.example whose name now resolves
 		// to 127.0.0.1 is same-origin with Host evil.example.
 		return http.StatusForbidden, fmt.Sprintf("Host %q refused: name the federator by its address or localhost", r.Host)

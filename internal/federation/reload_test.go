@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/lakefed/lakefed/internal/auth"
 	"github.com/lakefed/lakefed/internal/config"
 )
 
@@ -98,19 +99,31 @@ func postReload(t *testing.T, base string, hdr map[string]string) (int, string) 
 	return resp.StatusCode, string(b)
 }
 
-// TestReloadRemoteClient: a client on another host may reload only when
-// federation.admin.allow_remote says so.
+// TestReloadRemoteClient: a client on another host may reload only as
+// an admin (a token with the admin scope, or an identity
+// federation.admin names); a loopback client may without credentials
+// unless federation.admin.allow_loopback is false; a read-only token is
+// no admin.
 func TestReloadRemoteClient(t *testing.T) {
+	adminTok := &auth.Identity{Kind: auth.Token, Name: "https://iss/ops", Others: []string{"openid", "lakefed.admin"}}
+	readTok := &auth.Identity{Kind: auth.Token, Name: "https://iss/reader", Others: []string{"openid"}}
+	namedDN := &auth.Identity{Kind: auth.X509, Name: "/O=lakefed test/CN=Ops"}
 	tests := []struct {
 		name   string
 		yaml   string
 		remote string
+		id     *auth.Identity
 		want   int
 	}{
-		{"loopback v4", reloadYAML, "127.0.0.1:40000", 200},
-		{"loopback v6", reloadYAML, "[::1]:40000", 200},
-		{"remote refused by default", reloadYAML, "192.0.2.7:40000", 403},
-		{"remote allowed", reloadYAML + "  admin: {allow_remote: true}\n", "192.0.2.7:40000", 200},
+		{"loopback v4", reloadYAML, "127.0.0.1:40000", nil, 200},
+		{"loopback v6", reloadYAML, "[::1]:40000", nil, 200},
+		{"remote refused by default", reloadYAML, "192.0.2.7:40000", nil, 403},
+		{"remote with the admin scope", reloadYAML, "192.0.2.7:40000", adminTok, 200},
+		{"remote with a read-only token", reloadYAML, "192.0.2.7:40000", readTok, 403},
+		{"remote admin DN", reloadYAML + "  admin: {identities: [\"/O=lakefed test/CN=Ops\"]}\nauth: {rules: [{prefix: /pub, anonymous: [read]}]}\n", "192.0.2.7:40000", namedDN, 200},
+		{"remote DN not listed", reloadYAML, "192.0.2.7:40000", namedDN, 403},
+		{"loopback without credentials, loopback not allowed", reloadYAML + "  admin: {allow_loopback: false}\n", "127.0.0.1:40000", nil, 403},
+		{"loopback admin, loopback not allowed", reloadYAML + "  admin: {allow_loopback: false}\n", "127.0.0.1:40000", adminTok, 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,6 +132,9 @@ func TestReloadRemoteClient(t *testing.T) {
 			req := httptest.NewRequest("POST", "http://127.0.0.1:8080/api/reload", strings.NewReader("{}"))
 			req.Header.Set("Content-Type", "application/json")
 			req.RemoteAddr = tt.remote
+			if tt.id != nil {
+				req = req.WithContext(auth.WithIdentity(req.Context(), *tt.id))
+			}
 			rec := httptest.NewRecorder()
 			tf.Handler().ServeHTTP(rec, req)
 			if rec.Code != tt.want {

@@ -7,17 +7,21 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/lakefed/lakefed/internal/auth"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // authConfig maps the auth section onto package auth's config.
 func authConfig(a *config.Auth) (auth.Config, error) {
-	ac := auth.Config{CAFile: a.CAFile, CADir: a.CADir, ClockSkew: a.ClockSkew.D()}
+	ac := auth.Config{CAFile: a.CAFile, CADir: a.CADir, VOMSDir: a.VOMSDir, ClockSkew: a.ClockSkew.D()}
 	for _, is := range a.Issuers {
 		ac.Issuers = append(ac.Issuers, auth.Issuer{URL: is.Issuer, Audiences: is.Audiences, Base: is.Base, Kind: auth.TokenKind(is.Kind)})
 	}
@@ -41,7 +45,8 @@ func authConfig(a *config.Auth) (auth.Config, error) {
 		if err != nil {
 			return ac, err
 		}
-		ac.Rules = append(ac.Rules, auth.Rule{Prefix: r.Prefix, Anonymous: anon, Identities: r.Identities, Groups: r.Groups, Allow: allow})
+		ac.Rules = append(ac.Rules, auth.Rule{Prefix: r.Prefix, Anonymous: anon, Identities: r.Identities, Groups: r.Groups,
+			VOs: r.VOs, FQANs: r.FQANs, Allow: allow})
 	}
 	return ac, nil
 }
@@ -147,25 +152,78 @@ func tlsListener(ln net.Listener, cfg *tls.Config) net.Listener {
 }
 
 // guardNamespace is guard for a front listener: the auth rules cover the
-// namespace, while the operator's pages keep their own rules (the admin
-// section guards POST /api/reload). Only those exact paths pass
-// unguarded: every other path, /api/anything included, is a file of the
-// namespace and must pass the rules. They pass with their caller's
-// identity (auth.WithCaller), so that those showing paths of the
-// namespace show only the ones the caller may list (mayList).
+// namespace, while the operator's pages have their own rule
+// (operatorGate), and POST /api/reload the admin check of the
+// federator's reload handler. Only those exact paths pass outside the
+// rules: every other path, /api/anything included, is a file of the
+// namespace and must pass them. They pass with their caller's identity
+// (auth.WithCaller), so that the admin check knows who calls and the
+// pages showing paths of the namespace show only the ones the caller
+// may list (mayList).
 func (s *Server) guardNamespace(h http.Handler, exists auth.ExistsFunc) http.Handler {
-	if s.auth == nil {
-		return h
-	}
-	guarded, open := s.guard(h, exists), s.withCaller(h)
+	guarded, withID, operator := s.guard(h, exists), s.withCaller(h), s.operatorGate(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isOperatorPage(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead ||
-			r.Method == http.MethodPost && r.URL.Path == "/api/reload") {
-			open.ServeHTTP(w, r)
+		p := r.URL.Path
+		switch {
+		case r.Method == http.MethodPost && p == "/api/reload":
+			withID.ServeHTTP(w, r)
+		case (p == "/api/health" || p == "/api/cache/health") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			// Liveness probes of load balancers, cache peers and
+			// federators above this one: they say "ok" and nothing else.
+			h.ServeHTTP(w, r)
+		case isOperatorPage(p) && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			operator.ServeHTTP(w, r)
+		default:
+			guarded.ServeHTTP(w, r)
+		}
+	})
+}
+
+// operatorGate lets through to h, with their identity (auth.WithCaller),
+// the callers the operator section allows: a client of one of its
+// anonymous networks (loopback by default), a caller its identities
+// name, or an admin (federation.IsAdmin). Others get 401 (anonymous:
+// credentials would help) or 403, logged at Info. Without an auth
+// section every caller is anonymous.
+func (s *Server) operatorGate(h http.Handler) http.Handler {
+	nets := s.cfg.Operator.Networks()
+	var adm config.Admin
+	if s.cfg.Federation != nil {
+		adm = s.cfg.Federation.Admin
+	}
+	log := s.log.With("component", "operator")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.auth != nil {
+			r = s.auth.WithCaller(r)
+		}
+		id, _ := auth.IdentityFrom(r.Context())
+		if inNetworks(r.RemoteAddr, nets) || id.Kind != auth.Anonymous && (slices.Contains(s.cfg.Operator.Identities, id.Name) || federation.IsAdmin(id, adm)) {
+			h.ServeHTTP(w, r)
 			return
 		}
-		guarded.ServeHTTP(w, r)
+		code := http.StatusForbidden
+		if id.Kind == auth.Anonymous {
+			code = http.StatusUnauthorized
+			w.Header().Set("WWW-Authenticate", `Bearer realm="lakefed"`)
+		}
+		log.InfoContext(r.Context(), "operator page refused", "identity", id.String(), "path", r.URL.Path, "remote", r.RemoteAddr, "status", code)
+		httpx.WriteError(w, code, fmt.Sprintf("%s may not see the operator's pages from %s (operator: anonymous networks, identities)", id, r.RemoteAddr))
 	})
+}
+
+// inNetworks reports whether the host:port addr is in one of nets.
+func inNetworks(addr string, nets []netip.Prefix) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	for _, n := range nets {
+		if n.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // withCaller passes h's requests on with their caller's identity

@@ -251,7 +251,7 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 	}
 	var ui http.Handler // nil, not a nil *Dashboard, when there is none
 	if s.dash != nil {
-		ui = s.withCaller(s.dash)
+		ui = s.operatorGate(s.dash)
 	}
 	tlsCfg, err := s.serverTLS(s.cfg.TLSCert, s.cfg.TLSKey)
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +37,7 @@ func (r *xrootRole) start(_ context.Context, s *Server) error {
 			ns = s.newBufferedDoor(s.namespace(), s.fed.Namespace())
 		}
 	}
-	opts := xrootd.Options{Log: s.log, Registerer: reg, OutageWait: s.cfg.XrootOutageWait.D()}
+	opts := xrootd.Options{Log: s.log, Registerer: reg, OutageWait: s.cfg.XrootOutageWait.D(), RequireTLS: s.cfg.XrootTLSRequired}
 	if s.auth != nil {
 		opts.Authorize = doorAuthorize(s.auth, s.log, what)
 	}
@@ -45,7 +46,7 @@ func (r *xrootRole) start(_ context.Context, s *Server) error {
 	if err != nil {
 		return fmt.Errorf("root:// door: %w", err)
 	}
-	opts.TLS = tlsCfg
+	opts.TLS = doorTLS(tlsCfg)
 	ln, err := s.listen(addr)
 	if err != nil {
 		return fmt.Errorf("root:// door: %w", err)
@@ -104,14 +105,23 @@ func (s *Server) serveXrootStats(w http.ResponseWriter, _ *http.Request) {
 }
 
 // doorAuthorize applies the auth rules to a door's requests: the bearer
-// token of the request's authz= CGI is verified as Middleware verifies
-// an Authorization header, and the identity it proves (anonymous
-// without one) is what Allow judges. Refusals are logged at Info with
-// identity, path, action and reason, as Middleware logs its own.
+// token of the request's authz= CGI (or the connection's) is verified as
+// Middleware verifies an Authorization header; without one, the client
+// certificate of a roots:// connection is, as Middleware verifies an
+// HTTPS client's (VOMS attributes included); and the identity proven
+// (anonymous without either) is what Allow judges. Refusals are logged
+// at Info with identity, path, action and reason, as Middleware logs its
+// own.
 func doorAuthorize(a *auth.Authorizer, log *slog.Logger, door string) func(ctx context.Context, token, act, p string) error {
 	log = log.With("component", "xrootd", "door", door)
 	return func(ctx context.Context, token, act, p string) error {
-		id, err := a.Identify(ctx, token)
+		var id auth.Identity
+		var err error
+		if certs := xrootd.PeerCertificates(ctx); token == "" && certs != nil {
+			id, err = a.CertIdentity(certs)
+		} else {
+			id, err = a.Identify(ctx, token)
+		}
 		if err == nil {
 			err = a.Allow(ctx, id, auth.Action(act), p)
 		}
@@ -121,6 +131,30 @@ func doorAuthorize(a *auth.Authorizer, log *slog.Logger, door string) func(ctx c
 		}
 		return nil
 	}
+}
+
+// doorTLS is the roots:// door's TLS config: the listener's, except that
+// a client certificate that does not verify does not fail the
+// handshake. The door's Authorize checks it again (auth.CertIdentity)
+// and refuses every request of the connection with the reason, which
+// an XRootD client shows, where a failed handshake shows only "TLS
+// error": XRootD clients of the 5.5 series send only the leaf of
+// X509_USER_PROXY (SSL_CTX_use_certificate_file), so a proxy arrives
+// without the certificate it was signed by. Nil stays nil.
+func doorTLS(cfg *tls.Config) *tls.Config {
+	if cfg == nil || cfg.GetConfigForClient == nil {
+		return cfg
+	}
+	door := cfg.Clone()
+	door.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		c, err := cfg.GetConfigForClient(h)
+		if c != nil {
+			c = c.Clone()
+			c.VerifyConnection = nil
+		}
+		return c, err
+	}
+	return door
 }
 
 // withPath serves one exact path with h, everything else with next.

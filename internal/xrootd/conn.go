@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -325,7 +326,25 @@ func (c *conn) startTLS() error {
 	}
 	c.nc, c.tls = tc, true
 	c.br.Reset(tc)
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		// Before any request runs beside the reader loop (TLS starts
+		// first thing or never), so nothing reads c.ctx concurrently.
+		c.ctx = context.WithValue(c.ctx, peerKey{}, certs)
+	}
 	return nil
+}
+
+type peerKey struct{}
+
+// PeerCertificates returns the certificate chain the client presented
+// in the roots:// TLS handshake (leaf first, as TLS sends it; checked by
+// the TLS config's own verification, if it has one), from the context
+// Options.Authorize is called with; nil when the connection has none.
+// XrdCl presents X509_USER_PROXY (or X509_USER_CERT and X509_USER_KEY)
+// there.
+func PeerCertificates(ctx context.Context) []*x509.Certificate {
+	certs, _ := ctx.Value(peerKey{}).([]*x509.Certificate)
+	return certs
 }
 
 // secParams are the security protocols a TLS connection's kXR_login

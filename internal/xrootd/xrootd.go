@@ -45,9 +45,11 @@
 // over TLS with Authorize, the login answer offers ztn, whose XrdCl
 // plugin sends the token it finds in BEARER_TOKEN (and the other WLCG
 // discovery places) in kXR_auth, and unix, the anonymous fallback.
-// Options.Authorize decides each request with its token before the
-// namespace is asked; a refusal is kXR_NotAuthorized, never
-// kXR_NotFound.
+// A client certificate (or RFC 3820 proxy, with its VOMS attributes)
+// presented in the roots:// handshake reaches Options.Authorize too
+// (PeerCertificates), for requests that carry no token. Options.Authorize
+// decides each request before the namespace is asked; a refusal is
+// kXR_NotAuthorized, never kXR_NotFound.
 //
 // Uploads are buffered in a temporary file and stored by Namespace.Put on
 // kXR_close, whose answer is the Put's: a failed or cut upload is never
@@ -180,8 +182,10 @@ type Options struct {
 	// tells whether the path exists. Requests on an open file handle
 	// were decided at the open. A granted token goes with the request's
 	// namespace calls (httpx.WithBearer), for endpoints that pass their
-	// caller's token on. Nil: everything is allowed, and tokens are
-	// neither read nor passed on.
+	// caller's token on. On a roots:// connection whose client presented
+	// a certificate, ctx carries it (PeerCertificates): with no token,
+	// that certificate is the caller. Nil: everything is allowed, and
+	// tokens are neither read nor passed on.
 	Authorize func(ctx context.Context, token, act, p string) error
 }
 
