@@ -108,16 +108,20 @@ func TestDamagedSpool(t *testing.T) {
 	if got := readFile(t, dir, "/healthy"); string(got) != "healthy" {
 		t.Errorf("target holds %q", got)
 	}
-	// The journal keeps the reason across a restart.
-	rows, err := b.j.load(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range rows {
-		if e.path != "/healthy" && e.lastErr == "" {
-			t.Errorf("journal row of %s has no error recorded", e.path)
+	// The journal keeps the reason across a restart. It is written just
+	// after the failure shows in Status (the finder journals it).
+	testenv.Eventually(t, 10*time.Second, "the journal rows of the damaged files record their error", func() bool {
+		rows, err := b.j.load(t.Context())
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		for _, e := range rows {
+			if e.path != "/healthy" && e.lastErr == "" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestDamagedMigratedSpool: a migrated file kept for local reads whose
