@@ -35,6 +35,8 @@ func (p *proc) start(t *testing.T) {
 	}
 	defer f.Close()
 	p.cmd = exec.Command(p.bin, p.args...)
+	// Killed with the test binary, whatever ends it (a timeout, kill -9).
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", p.args, err)
