@@ -154,6 +154,9 @@ func (c *Cache) fill(r *run) {
 	// the origin's versions are strong, or a block was read again and
 	// matched (prove), or rc's blocks are the first of the epoch.
 	var proven bool
+	// peer: rc reads from the member that held the path before this
+	// node (openPeer); only the run's first open asks it.
+	var peer, asked bool
 	defer func() {
 		if rc != nil {
 			rc.Close()
@@ -163,7 +166,8 @@ func (c *Cache) fill(r *run) {
 		if rc == nil {
 			off := next * hdr.Block
 			end := min(hdr.Size, (r.last+1)*hdr.Block)
-			rc, proven, err = c.openWatched(f.path, hdr, off, end-off)
+			rc, proven, peer, err = c.openRun(f.path, hdr, off, end-off, !asked)
+			asked = true
 			if err != nil && !errors.Is(err, errChanged) {
 				c.log.Warn("cache: cannot open the origin; retrying", "path", f.path, "offset", off, "err", err)
 			}
@@ -203,7 +207,11 @@ func (c *Cache) fill(r *run) {
 			c.wantPurge()
 			return
 		}
-		c.m.originBytes.Add(float64(len(b)))
+		if peer {
+			c.m.peerFillBytes.Add(float64(len(b)))
+		} else {
+			c.m.originBytes.Add(float64(len(b)))
+		}
 		f.mu.Lock()
 		if !proven && f.epoch == r.epoch && f.present > 0 {
 			// Blocks of another read are on disk, and nothing says this
@@ -244,6 +252,20 @@ func (c *Cache) fill(r *run) {
 		close(ch)
 		next++
 	}
+}
+
+// openRun opens n bytes of p at off for a run: from the member that held
+// p before this node owned it, when first and it has them (openPeer),
+// else from the origin (a read that broke reopens there); peer says
+// which.
+func (c *Cache) openRun(p string, hdr header, off, n int64, first bool) (rc io.ReadCloser, proven, peer bool, err error) {
+	if first {
+		if rc := c.openPeer(p, hdr, off, n); rc != nil {
+			return rc, true, true, nil
+		}
+	}
+	rc, proven, err = c.openWatched(p, hdr, off, n)
+	return rc, proven, false, err
 }
 
 // openOrigin opens n bytes of p at off on the origin and checks that the

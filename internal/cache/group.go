@@ -19,8 +19,9 @@ import (
 // member goes down only its own paths move, each to the member with the
 // next highest weight, and they come back when it does (Thaler and
 // Ravishankar, 1998). A node asked for a path it does not own reads it
-// from the owner and keeps nothing, so the origin sends each file once
-// per group.
+// from the owner and keeps nothing, and a node that takes a path over
+// fills it from the member that held it before (peer.go), so the origin
+// sends each file once per group.
 
 // HopHeader marks a request one group member sends another: the owner
 // answers it from its own disk, never forwarding it again.
@@ -161,14 +162,23 @@ func weight(seed, ph uint64) uint64 {
 
 // owner returns the member that owns p among those up (this node when
 // every other is down).
-func (g *group) owner(p string) *member {
+func (g *group) owner(p string) *member { return g.best(p, false) }
+
+// runnerUp returns the member other than this node that would own p
+// without it: the owner before this node joined or came back, whose disk
+// may still hold p. Nil when no other member is up.
+func (g *group) runnerUp(p string) *member { return g.best(p, true) }
+
+// best is the member of highest weight for p among those up; this node
+// counts as up unless skipSelf leaves it out.
+func (g *group) best(p string, skipSelf bool) *member {
 	h := fnv.New64a()
 	h.Write([]byte(p))
 	ph := h.Sum64()
 	var best *member
 	var bw uint64
 	for _, m := range *g.members.Load() {
-		if !m.self && !m.up.Load() {
+		if m.self && skipSelf || !m.self && !m.up.Load() {
 			continue
 		}
 		if w := weight(m.seed, ph); best == nil || w > bw {
@@ -177,6 +187,9 @@ func (g *group) owner(p string) *member {
 	}
 	return best
 }
+
+// size is the number of members, up or not.
+func (g *group) size() int { return len(*g.members.Load()) }
 
 // run probes the other members until ctx is done.
 func (g *group) run(ctx context.Context) {

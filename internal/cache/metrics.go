@@ -17,6 +17,8 @@ type metrics struct {
 	originBytes    prometheus.Counter
 	bypassBytes    prometheus.Counter
 	peerBytes      prometheus.Counter
+	peerFillBytes  prometheus.Counter
+	peerResumes    prometheus.Counter
 	prefetchUsed   prometheus.Counter
 	prefetchWasted prometheus.Counter
 	evictions      *prometheus.CounterVec
@@ -49,6 +51,8 @@ func newMetrics() *metrics {
 		originBytes:    c("origin_bytes_total", "Bytes read from the origin to fill blocks."),
 		bypassBytes:    c("bypass_bytes_total", "Bytes streamed from the origin without caching, because the disk could not keep up (back pressure) or refused a write."),
 		peerBytes:      c("peer_bytes_total", "Bytes served by reading from the group member that owns the path."),
+		peerFillBytes:  c("peer_fill_bytes_total", "Bytes filled from the group member that owned the path before this node, instead of from the origin."),
+		peerResumes:    c("peer_resumes_total", "Answers read from a group member whose body broke off (the member died), finished from the path's next owner."),
 		prefetchUsed:   c("prefetch_used_bytes_total", "Bytes fetched ahead of a sequential reader and then read."),
 		prefetchWasted: c("prefetch_wasted_bytes_total", "Bytes fetched ahead and dropped (purge, change) before anyone read them."),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "evictions_total",
@@ -67,7 +71,7 @@ func newMetrics() *metrics {
 		inodes:        g("inodes", "Files on disk (two per cached file)."),
 		files:         g("files", "Files cached."),
 	}
-	m.reg.MustRegister(m.hitBytes, m.missBytes, m.originBytes, m.bypassBytes, m.peerBytes, m.prefetchUsed,
+	m.reg.MustRegister(m.hitBytes, m.missBytes, m.originBytes, m.bypassBytes, m.peerBytes, m.peerFillBytes, m.peerResumes, m.prefetchUsed,
 		m.prefetchWasted, m.evictions, m.revalidations, m.changed, m.staleServes, m.corruptBlocks,
 		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.probes, m.diskErrors, m.bytes, m.inodes, m.files)
 	return m

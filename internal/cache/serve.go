@@ -139,10 +139,9 @@ func (c *Cache) serveFile(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, http.StatusMethodNotAllowed, "lakefed cache: method "+r.Method+" not allowed: the cache serves reads")
 		return
 	}
-	if c.group != nil && r.Header.Get(HopHeader) == "" {
-		if o := c.group.owner(p); !o.self && c.fromPeer(w, r, o) {
-			return
-		}
+	hop := r.Header.Get(HopHeader) != ""
+	if c.group != nil && !hop && c.viaOwner(w, r, p) {
+		return
 	}
 	noCache, onlyIfCached := cacheControl(r.Header)
 	for attempt := 0; attempt < 3; attempt++ {
@@ -190,6 +189,9 @@ func (c *Cache) serveFile(w http.ResponseWriter, r *http.Request) {
 		hdr, epoch := f.hdr, f.epoch
 		d, derr := os.Open(f.dataPath())
 		f.mu.Unlock()
+		if hop {
+			w.Header().Set(VersionHeader, strength(hdr))
+		}
 		if derr != nil {
 			c.unpin(f)
 			c.drop(f)
@@ -612,45 +614,4 @@ func (rd *rangeReader) bypass(w io.Writer, off, end int64) error {
 	rd.origin.Close()
 	rd.origin = nil
 	return err
-}
-
-// fromPeer answers r by reading from the group member that owns the
-// path. It returns false, having written nothing, when the owner cannot
-// be reached: it is marked down, and this node serves the path itself.
-func (c *Cache) fromPeer(w http.ResponseWriter, r *http.Request, o *member) bool {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, o.url+r.URL.RequestURI(), nil)
-	if err != nil {
-		return false
-	}
-	for _, k := range []string{"Range", "If-Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "Cache-Control", "Want-Digest"} {
-		if v := r.Header.Values(k); len(v) > 0 {
-			req.Header[k] = v
-		}
-	}
-	// The owner applies the same rules: it gets the caller's credential
-	// (the header, or the token the rules accepted from ?authz=).
-	if v := r.Header.Get("Authorization"); v != "" {
-		req.Header.Set("Authorization", v)
-	} else if tok := httpx.Bearer(r.Context()); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	req.Header.Set(HopHeader, "1")
-	resp, err := c.group.client.Do(req)
-	if err != nil {
-		if r.Context().Err() == nil {
-			c.group.mark(o, false)
-		}
-		return false
-	}
-	defer resp.Body.Close()
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	n, err := io.Copy(w, resp.Body)
-	c.m.peerBytes.Add(float64(n))
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	return true
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,21 +26,36 @@ type sharedLake struct {
 	dirs  []string
 	feds  []*proc
 	urls  []string
+	// clients reach each federator (from the test's own namespace, or
+	// from the federator's) and answer redirects as they are.
+	clients []*http.Client
 }
 
-func startSharedLake(t *testing.T) *sharedLake {
+func startSharedLake(t *testing.T) *sharedLake { return startSharedLakeIn(t, nil) }
+
+// startSharedLakeIn is startSharedLake with the first federator in the
+// network namespace ns (nil: none): Redis and the sites listen on
+// ns.Host, the host's end of ns's link, so that the federator in ns
+// reaches them through it; every federator listens on the loopback of
+// its own namespace.
+func startSharedLakeIn(t *testing.T, ns *testenv.NetNS) *sharedLake {
 	bin := lakefedBinary(t)
-	l := &sharedLake{redis: testenv.StartRedis(t)}
+	host := "127.0.0.1"
+	if ns != nil {
+		host = ns.Host
+	}
+	l := &sharedLake{redis: testenv.StartRedisOn(t, host)}
 	dir := t.TempDir()
 	var eps strings.Builder
 	for i, name := range []string{"site-a", "site-b", "site-c"} {
 		root := filepath.Join(dir, name)
 		os.MkdirAll(root, 0o755)
 		port := testenv.FreePort(t)
-		l.sites = append(l.sites, &proc{bin: bin, port: port, log: root + ".log",
-			args: []string{"storage", "--root", root, "--listen", "127.0.0.1:" + strconv.Itoa(port)}})
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
+		l.sites = append(l.sites, &proc{bin: bin, port: port, addr: addr, log: root + ".log",
+			args: []string{"storage", "--root", root, "--listen", addr}})
 		l.dirs = append(l.dirs, root)
-		fmt.Fprintf(&eps, "    - {name: %s, url: \"http://127.0.0.1:%d/\", writable: true, priority: %d, timeout: 20s}\n", name, port, i+1)
+		fmt.Fprintf(&eps, "    - {name: %s, url: \"http://%s/\", writable: true, priority: %d, timeout: 20s}\n", name, addr, i+1)
 	}
 	for i := range 3 {
 		port := testenv.FreePort(t)
@@ -54,13 +70,29 @@ federation:
 		if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		l.feds = append(l.feds, &proc{bin: bin, port: port, log: filepath.Join(dir, fmt.Sprintf("fed-%d.log", i)), args: []string{"serve", f}})
+		p := &proc{bin: bin, port: port, log: filepath.Join(dir, fmt.Sprintf("fed-%d.log", i)), args: []string{"serve", f}}
+		client := noFollow
+		if i == 0 && ns != nil {
+			p.ns = ns
+			client = &http.Client{Timeout: noFollow.Timeout, CheckRedirect: noFollow.CheckRedirect,
+				Transport: &http.Transport{DialContext: ns.DialContext}}
+		}
+		l.feds = append(l.feds, p)
 		l.urls = append(l.urls, "http://127.0.0.1:"+strconv.Itoa(port))
+		l.clients = append(l.clients, client)
 	}
 	for _, p := range append(append([]*proc{}, l.sites...), l.feds...) {
 		p.start(t)
 		t.Cleanup(p.kill)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range l.feds {
+				b, _ := os.ReadFile(p.log)
+				t.Logf("%s:\n%s", p.log, b)
+			}
+		}
+	})
 	return l
 }
 
@@ -71,6 +103,12 @@ var noFollow = &http.Client{Timeout: 20 * time.Second,
 
 func do(t *testing.T, method, u string, body []byte) (*http.Response, []byte) {
 	t.Helper()
+	return doWith(t, noFollow, method, u, body)
+}
+
+// doWith is do with client.
+func doWith(t *testing.T, client *http.Client, method, u string, body []byte) (*http.Response, []byte) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rd io.Reader
@@ -78,7 +116,7 @@ func do(t *testing.T, method, u string, body []byte) (*http.Response, []byte) {
 		rd = bytes.NewReader(body)
 	}
 	req, _ := http.NewRequestWithContext(ctx, method, u, rd)
-	resp, err := noFollow.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, u, err)
 	}
@@ -200,6 +238,12 @@ func TestSharedRedisKilled(t *testing.T) {
 // state, on /api/endpoints, in its metrics and on its dashboard.
 func waitUntilState(t *testing.T, u, state string) {
 	t.Helper()
+	waitUntilStateWith(t, noFollow, u, state)
+}
+
+// waitUntilStateWith is waitUntilState with client.
+func waitUntilStateWith(t *testing.T, client *http.Client, u, state string) {
+	t.Helper()
 	metric := "lakefed_federation_shared_degraded 0"
 	if state == "degraded" {
 		metric = "lakefed_federation_shared_degraded 1"
@@ -207,9 +251,9 @@ func waitUntilState(t *testing.T, u, state string) {
 	var resp *http.Response
 	var page []byte
 	if !testenv.Within(10*time.Second, func() bool {
-		resp, _ = do(t, http.MethodGet, u+"/api/endpoints", nil)
-		_, m := do(t, http.MethodGet, u+"/metrics", nil)
-		_, page = do(t, http.MethodGet, u+"/ui/", nil)
+		resp, _ = doWith(t, client, http.MethodGet, u+"/api/endpoints", nil)
+		_, m := doWith(t, client, http.MethodGet, u+"/metrics", nil)
+		_, page = doWith(t, client, http.MethodGet, u+"/ui/", nil)
 		return resp.Header.Get("X-Lakefed-Shared") == state && strings.Contains(string(m), metric) &&
 			strings.Contains(string(page), "shared: "+state)
 	}) {

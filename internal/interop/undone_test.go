@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +26,10 @@ type proc struct {
 	port int
 	log  string
 	cmd  *exec.Cmd
+	// addr is where it listens: 127.0.0.1:port when empty.
+	addr string
+	// ns, when set, is the network namespace it runs in.
+	ns *testenv.NetNS
 }
 
 func (p *proc) start(t *testing.T) {
@@ -34,12 +39,23 @@ func (p *proc) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p.cmd = exec.Command(p.bin, p.args...)
+	addr := p.addr
+	if addr == "" {
+		addr = "127.0.0.1:" + strconv.Itoa(p.port)
+	}
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	if p.ns != nil {
+		p.cmd, dial = p.ns.Command(p.bin, p.args...), p.ns.DialContext
+	} else {
+		p.cmd = exec.Command(p.bin, p.args...)
+		// Killed with the test binary, whatever ends it (a timeout, kill -9).
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", p.args, err)
 	}
-	if err := testenv.WaitPort(p.port, 30*time.Second); err != nil {
+	if err := testenv.WaitListen(addr, 30*time.Second, dial); err != nil {
 		log, _ := os.ReadFile(p.log)
 		t.Fatalf("%v: %v\n%s", p.args, err, log)
 	}

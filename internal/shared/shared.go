@@ -315,9 +315,7 @@ func (c *Client) renew(ctx context.Context) {
 		err := c.rdb.Ping(rctx).Err()
 		cancel()
 		if err != nil {
-			if !c.degraded.Swap(true) {
-				c.log.Warn("redis unreachable: degraded, serving from this process's own state", "err", err)
-			}
+			c.down(err)
 		} else if c.degraded.Swap(false) {
 			c.flush("redis reachable again")
 		}
@@ -333,9 +331,7 @@ func (c *Client) renew(ctx context.Context) {
 	cancel()
 	switch {
 	case err != nil:
-		if !c.degraded.Swap(true) {
-			c.log.Warn("redis unreachable: degraded, serving from this process's own state", "err", err)
-		}
+		c.down(err)
 		return
 	case c.degraded.Load():
 		// Back: whatever was learned while apart may be stale.
@@ -359,7 +355,7 @@ func (c *Client) renewLocked(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, c.opts.Lease/3)
 	defer cancel()
 	if _, err := heartbeat.Run(rctx, c.rdb, []string{Key("members")}, c.node, c.opts.Lease.Milliseconds(), "0").Int64(); err != nil {
-		c.degraded.Store(true)
+		c.down(err)
 		return
 	}
 	until := start.Add(c.opts.Lease)
@@ -560,8 +556,17 @@ func (c *Client) unreachable(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) && !isNet(err) {
 		return err
 	}
-	c.degraded.Store(true)
+	c.down(err)
 	return fmt.Errorf("%w: %w", ErrDegraded, err)
+}
+
+// down records that Redis could not be reached, and says so when it
+// could until now: whichever command notices first (a heartbeat, a
+// write's invalidation, a look-up) logs it, once.
+func (c *Client) down(err error) {
+	if !c.degraded.Swap(true) {
+		c.log.Warn("redis unreachable: degraded, serving from this process's own state", "err", err)
+	}
 }
 
 func isNet(err error) bool {

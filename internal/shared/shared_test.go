@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,9 +33,15 @@ func (m *member) droppedAny(p string) bool {
 
 func startMember(t *testing.T, url, name string, lease time.Duration) *member {
 	t.Helper()
+	return startMemberLog(t, url, name, lease, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// startMemberLog is startMember logging to log.
+func startMemberLog(t *testing.T, url, name string, lease time.Duration, log *slog.Logger) *member {
+	t.Helper()
 	m := &member{}
 	c, err := New(context.Background(), Options{URL: url, Node: name, Lease: lease, AckTimeout: 200 * time.Millisecond,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log: log,
 		OnInvalidate: func(paths []string) {
 			if b := m.block.Load(); b != nil {
 				<-*b
@@ -220,5 +227,43 @@ func TestRestoredEntryNotServed(t *testing.T) {
 	}
 	if m, _ = a.LoadMeta(ctx, "/f"); string(m.Value) != "new" {
 		t.Fatalf("LoadMeta = %q, want the entry stored since the restart", m.Value)
+	}
+}
+
+// lockedBuffer is a log the test reads while the client writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A member that finds Redis gone through a command of its own, before
+// its heartbeat does (a write's invalidation, as a federator cut off
+// from Redis finds it), says so in its log, once.
+func TestDegradedSaysSo(t *testing.T) {
+	r := testenv.StartRedis(t)
+	var log lockedBuffer
+	// The write below comes before the next heartbeat (a second away)
+	// but by a chance of a few microseconds.
+	m := startMemberLog(t, r.URL, "a", 3*time.Second, slog.New(slog.NewTextHandler(&log, nil)))
+	r.Kill()
+	for range 3 {
+		if err := m.Invalidate(context.Background(), "/f"); !errors.Is(err, ErrDegraded) {
+			t.Fatalf("Invalidate with Redis killed = %v, want ErrDegraded", err)
+		}
+	}
+	if n := strings.Count(log.String(), "redis unreachable"); n != 1 || !m.Degraded() {
+		t.Errorf("degraded %v, and the log says redis unreachable %d times, want once:\n%s", m.Degraded(), n, log.String())
 	}
 }

@@ -1,7 +1,10 @@
 package testenv
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -12,7 +15,9 @@ import (
 // persistence, in a directory of its own.
 type Redis struct {
 	*Server
-	// Addr is "127.0.0.1:PORT"; URL is "redis://127.0.0.1:PORT/0".
+	// Addr is "127.0.0.1:PORT" (or the host StartRedisOn was given);
+	// URL is "redis://127.0.0.1:PORT/0" (with a password off the
+	// loopback).
 	Addr, URL string
 	dir       string
 	args      []string
@@ -23,15 +28,33 @@ type Redis struct {
 // the test, or fails it under LAKEFED_REQUIRE_INTEROP=1.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
+	return StartRedisOn(t, "127.0.0.1")
+}
+
+// StartRedisOn is StartRedis listening on host too (an address of this
+// host's, such as a NetNS's Host); Addr and URL name host. Redis refuses
+// clients that are not on the loopback unless they give a password
+// (protected mode): URL carries one, random.
+func StartRedisOn(t testing.TB, host string) *Redis {
+	t.Helper()
 	bin := Require(t, "redis-server")
 	dir := t.TempDir()
+	bind, auth, userinfo := "127.0.0.1", []string(nil), ""
+	if host != bind {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		pw := hex.EncodeToString(b[:])
+		bind, auth, userinfo = bind+" "+host, []string{"--requirepass", pw}, ":"+pw+"@"
+	}
 	var last error
 	for range 3 {
 		port := FreePort(t)
-		r := &Redis{Server: &Server{Dir: dir, Port: port}, dir: dir,
-			Addr: "127.0.0.1:" + strconv.Itoa(port), URL: "redis://127.0.0.1:" + strconv.Itoa(port) + "/0"}
-		r.args = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--save", "", "--appendonly", "no", "--protected-mode", "yes"}
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
+		r := &Redis{Server: &Server{Dir: dir, Port: port}, dir: dir, Addr: addr, URL: "redis://" + userinfo + addr + "/0"}
+		r.args = append([]string{bin, "--port", strconv.Itoa(port), "--bind", bind, "--dir", dir,
+			"--save", "", "--appendonly", "no", "--protected-mode", "yes"}, auth...)
 		if last = tryStart(t, r.Server, filepath.Join(dir, "redis.log"), []int{port}, r.args[0], r.args[1:]...); last == nil {
 			return r
 		}

@@ -13,6 +13,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -63,11 +64,22 @@ func FreePort(t testing.TB) int {
 
 // WaitPort waits until something accepts connections on 127.0.0.1:port.
 func WaitPort(port int, within time.Duration) error {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return WaitListen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), within, nil)
+}
+
+// WaitListen waits until something accepts connections on addr, dialed
+// with dial (nil: from this process's network namespace; a NetNS's
+// DialContext for a server inside one).
+func WaitListen(addr string, within time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) error {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
 	var err error
 	if Within(within, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
 		var c net.Conn
-		if c, err = net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+		if c, err = dial(ctx, "tcp", addr); err == nil {
 			c.Close()
 		}
 		return err == nil
@@ -152,8 +164,9 @@ func tryStart(t testing.TB, s *Server, log string, ports []int, name string, arg
 	}
 	cmd := exec.Command(name, args...)
 	// A group of its own, so that Kill reaches the server's workers too
-	// (nginx's master does not take its workers down on SIGKILL).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// (nginx's master does not take its workers down on SIGKILL); and
+	// killed with the test binary, whatever ends it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = f, f
 	s.log, s.bin, s.args = log, name, args
 	if err := cmd.Start(); err != nil {
