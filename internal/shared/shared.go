@@ -31,10 +31,11 @@
 //
 // When Redis cannot be reached, Degraded reports true and Invalidate
 // fails with ErrDegraded: a writer must then refuse the write (or, when
-// the operator chose so, go on alone). Reads go on from each process's
-// own memory. When Redis answers again, OnFlush is called before the
-// process joins again, so nothing learned while apart outlives the
-// partition.
+// the operator chose so, go on alone). Reads go on: from each process's
+// own memory while its lease lasts, then from the endpoints (Trusted), as
+// the others may be writing without it. When Redis answers again, OnFlush
+// is called before the process joins again, so nothing learned while
+// apart outlives the partition.
 package shared
 
 import (
@@ -197,14 +198,15 @@ func (c *Client) Degraded() bool { return c.degraded.Load() }
 
 // Trusted reports whether this process may serve what it remembers
 // because no write can have been acknowledged without its knowing: it
-// holds a lease, or Redis is unreachable (then no write is acknowledged
-// through the federation, except by operators who chose to write alone).
-// When the lease ran out while Redis answered (the process stalled), it
-// flushes first and reports false.
+// holds a lease. A writer waits out the lease of a member it cannot
+// reach, so a process cut off from Redis (degraded) keeps trusting its
+// memory until its lease runs out and not after: the others may be
+// writing, their acknowledgements waiting only for this lease. It cannot
+// tell Redis down for all (when nobody acknowledges a write) from itself
+// cut off (when the others do), so it assumes the second. When the lease
+// has run out it flushes first, once, and reports false until it joins
+// again.
 func (c *Client) Trusted() bool {
-	if c.degraded.Load() {
-		return true
-	}
 	v := c.validUntil.Load()
 	if v != nil && time.Now().Before(*v) {
 		return true
