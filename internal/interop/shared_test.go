@@ -20,6 +20,8 @@ import (
 // each its own process, in redirect mode (a HEAD is answered from the
 // metadata, so what a federator remembers shows).
 type sharedLake struct {
+	bin   string
+	dir   string
 	redis *testenv.Redis
 	sites []*proc
 	dirs  []string
@@ -27,10 +29,23 @@ type sharedLake struct {
 	urls  []string
 }
 
-func startSharedLake(t *testing.T) *sharedLake {
+// lakeOptions add roles to the shared lake's federators.
+type lakeOptions struct {
+	// fed returns YAML added at the top level of federator i's config
+	// (a buffer, a root:// door); "" adds nothing.
+	fed func(i int) string
+	// shared returns keys added to federator i's shared section.
+	shared func(i int) string
+}
+
+func startSharedLake(t *testing.T, opts ...lakeOptions) *sharedLake {
+	var o lakeOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	bin := lakefedBinary(t)
-	l := &sharedLake{redis: testenv.StartRedis(t)}
-	dir := t.TempDir()
+	l := &sharedLake{bin: bin, dir: t.TempDir(), redis: testenv.StartRedis(t)}
+	dir := l.dir
 	var eps strings.Builder
 	for i, name := range []string{"site-a", "site-b", "site-c"} {
 		root := filepath.Join(dir, name)
@@ -43,13 +58,22 @@ func startSharedLake(t *testing.T) *sharedLake {
 	}
 	for i := range 3 {
 		port := testenv.FreePort(t)
+		var extra, sharedExtra string
+		if o.fed != nil {
+			extra = o.fed(i)
+		}
+		if o.shared != nil {
+			if s := o.shared(i); s != "" {
+				sharedExtra = ", " + s
+			}
+		}
 		cfg := fmt.Sprintf(`listen: 127.0.0.1:%d
-shared: {redis: %q, lease: 1s, node: fed-%d}
-federation:
+shared: {redis: %q, lease: 1s, node: fed-%d%s}
+%sfederation:
   metadata_cache: {ttl: 1h, negative_ttl: 1h}
   health: {interval: 500ms, timeout: 5s, fail_after: 3, recover_after: 1}
   endpoints:
-%s`, port, l.redis.URL, i, eps.String())
+%s`, port, l.redis.URL, i, sharedExtra, extra, eps.String())
 		f := filepath.Join(dir, fmt.Sprintf("fed-%d.yaml", i))
 		if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
@@ -211,5 +235,77 @@ func waitUntilState(t *testing.T, u, state string) {
 		return resp.Header.Get("X-Lakefed-Shared") == state && strings.Contains(string(m), metric)
 	}) {
 		t.Fatalf("%s: shared state %q, metrics without %q; want %q", u, resp.Header.Get("X-Lakefed-Shared"), metric, state)
+	}
+}
+
+// follow is a client that follows redirects, as curl -L does.
+var follow = &http.Client{Timeout: 20 * time.Second}
+
+// seesBytes checks, through the federator at u, that p is want: HEAD
+// says 200 and its size, and GET (redirects followed) gives its bytes.
+func seesBytes(t *testing.T, what, u, p string, want []byte) {
+	t.Helper()
+	resp, msg := do(t, http.MethodHead, u+p, nil)
+	if resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(want)) {
+		t.Fatalf("%s: HEAD %s%s = %d, %d bytes (%s); want 200 with %d bytes", what, u, p, resp.StatusCode, resp.ContentLength, msg, len(want))
+	}
+	got, err := follow.Get(u + p)
+	if err != nil {
+		t.Fatalf("%s: GET %s%s: %v", what, u, p, err)
+	}
+	b, err := io.ReadAll(got.Body)
+	got.Body.Close()
+	if got.StatusCode != http.StatusOK || err != nil || !bytes.Equal(b, want) {
+		t.Fatalf("%s: GET %s%s = %d, %d bytes (%v); want 200 with the %d bytes written", what, u, p, got.StatusCode, len(b), err, len(want))
+	}
+}
+
+// seesNothing checks that p is not found through the federator at u.
+func seesNothing(t *testing.T, what, u, p string) {
+	t.Helper()
+	for _, m := range []string{http.MethodHead, http.MethodGet} {
+		if resp, msg := do(t, m, u+p, nil); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s: %s %s%s = %d %s; want 404", what, m, u, p, resp.StatusCode, msg)
+		}
+	}
+}
+
+// TestSharedDoorWriteSeenAtOnce: a file every federator has cached is
+// written anew with xrdcp through B's root:// door; HEAD and GET through
+// A and C give the new bytes at once. xrdfs rm through B's door is a 404
+// through A and C at once.
+func TestSharedDoorWriteSeenAtOnce(t *testing.T) {
+	xrdcp := testenv.Require(t, "xrdcp")
+	xrdfs := testenv.Require(t, "xrdfs")
+	door := testenv.FreePort(t)
+	l := startSharedLake(t, lakeOptions{fed: func(i int) string {
+		if i != 1 {
+			return ""
+		}
+		return fmt.Sprintf("listen_xroot: 127.0.0.1:%d\n", door)
+	}})
+	doorAddr := "127.0.0.1:" + strconv.Itoa(door)
+	work := t.TempDir()
+	for round := range 5 {
+		p := fmt.Sprintf("/x/f%d", round)
+		v1 := bytes.Repeat([]byte("old "), 1000+round)
+		os.MkdirAll(filepath.Join(l.dirs[2], "x"), 0o755)
+		if err := os.WriteFile(filepath.Join(l.dirs[2], p), v1, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i, u := range l.urls { // every federator caches v1
+			seesBytes(t, fmt.Sprintf("before, fed-%d", i), u, p, v1)
+		}
+		v2 := bytes.Repeat([]byte("new!"), 3000+round)
+		src := filepath.Join(work, "v2")
+		os.WriteFile(src, v2, 0o644)
+		run(t, doorEnv, xrdcp, "-f", src, "root://"+doorAddr+"/"+p)
+		for _, i := range []int{0, 2} {
+			seesBytes(t, fmt.Sprintf("round %d: right after xrdcp through fed-1's door, fed-%d", round, i), l.urls[i], p, v2)
+		}
+		run(t, doorEnv, xrdfs, doorAddr, "rm", p)
+		for _, i := range []int{0, 2} {
+			seesNothing(t, fmt.Sprintf("round %d: right after xrdfs rm through fed-1's door, fed-%d", round, i), l.urls[i], p)
+		}
 	}
 }
