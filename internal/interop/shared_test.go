@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/shared"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -86,6 +88,42 @@ shared: {redis: %q, lease: 1s, node: fed-%d%s}
 		t.Cleanup(p.kill)
 	}
 	return l
+}
+
+// startCache starts a cache process (its own, sharing the lake's Redis)
+// whose origin is the federator at origin, and returns its URL.
+func (l *sharedLake) startCache(t *testing.T, origin string) string {
+	port := testenv.FreePort(t)
+	cfg := fmt.Sprintf(`shared: {redis: %q, lease: 1s, node: cache-0}
+cache: {listen: "127.0.0.1:%d", dir: %q, origin: %q, revalidate_after: 1h}
+`, l.redis.URL, port, filepath.Join(l.dir, "cache"), origin+"/")
+	f := filepath.Join(l.dir, "cache.yaml")
+	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{bin: l.bin, port: port, log: filepath.Join(l.dir, "cache.log"), args: []string{"serve", f}}
+	p.start(t)
+	t.Cleanup(p.kill)
+	l.waitMember(t, "cache-0")
+	return "http://127.0.0.1:" + strconv.Itoa(port)
+}
+
+// waitMember waits until node is a member of the lake's shared state:
+// every write waits for it from then on.
+func (l *sharedLake) waitMember(t *testing.T, node string) {
+	t.Helper()
+	c, err := shared.New(context.Background(), shared.Options{URL: l.redis.URL, Node: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got []string
+	if !testenv.Within(10*time.Second, func() bool {
+		got, _ = c.Members(context.Background())
+		return slices.Contains(got, node)
+	}) {
+		t.Fatalf("%s is not a member of the shared state: members %v", node, got)
+	}
 }
 
 // noFollow answers redirects as they are, so a HEAD shows what the
@@ -307,5 +345,34 @@ func TestSharedDoorWriteSeenAtOnce(t *testing.T) {
 		for _, i := range []int{0, 2} {
 			seesNothing(t, fmt.Sprintf("round %d: right after xrdfs rm through fed-1's door, fed-%d", round, i), l.urls[i], p)
 		}
+	}
+}
+
+// TestSharedCacheSeesWritesAtOnce: a cache process whose origin is
+// federator C, sharing the lake's Redis, has a file cached; a PUT of a
+// new version through A is answered only once the cache has dropped
+// what it knew, so a GET through the cache right after gives the new
+// bytes; a DELETE through B is a 404 through the cache at once.
+func TestSharedCacheSeesWritesAtOnce(t *testing.T) {
+	l := startSharedLake(t)
+	c := l.startCache(t, l.urls[2])
+	for round := range 5 {
+		p := fmt.Sprintf("/c/f%d", round)
+		v1 := bytes.Repeat([]byte("old "), 1000+round)
+		os.MkdirAll(filepath.Join(l.dirs[1], "c"), 0o755)
+		if err := os.WriteFile(filepath.Join(l.dirs[1], p), v1, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		seesBytes(t, "the cache, before", c, p, v1)
+		seesBytes(t, "the cache, from its blocks", c, p, v1)
+		v2 := bytes.Repeat([]byte("new!"), 3000+round)
+		if resp, msg := do(t, http.MethodPut, l.urls[0]+p, v2); resp.StatusCode/100 != 2 {
+			t.Fatalf("PUT through fed-0 = %d %s", resp.StatusCode, msg)
+		}
+		seesBytes(t, fmt.Sprintf("round %d: the cache right after a PUT through fed-0", round), c, p, v2)
+		if resp, msg := do(t, http.MethodDelete, l.urls[1]+p, nil); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE through fed-1 = %d %s", resp.StatusCode, msg)
+		}
+		seesNothing(t, fmt.Sprintf("round %d: the cache right after a DELETE through fed-1", round), c, p)
 	}
 }

@@ -107,8 +107,8 @@ func (r *bufferRole) close() {
 // with); the cache drops its blocks, so no reader in the process is
 // served the old version.
 func (s *Server) wroteLocal(p string) {
-	if s.cache != nil {
-		s.cache.Forget(p)
+	if c := s.wroteCache.Load(); c != nil {
+		c.Forget(p)
 	}
 }
 

@@ -280,6 +280,16 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 `)
 
+// Members lists the live members (this one too, when it is one): the
+// processes every write waits for.
+func (c *Client) Members(ctx context.Context) ([]string, error) {
+	m, err := liveMembers.Run(ctx, c.rdb, []string{Key("members")}).StringSlice()
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	return m, nil
+}
+
 // Run keeps the membership and the subscriptions until ctx ends.
 func (c *Client) Run(ctx context.Context) {
 	var wg sync.WaitGroup
