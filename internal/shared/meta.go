@@ -24,11 +24,14 @@ type Meta struct {
 	// Version is the path's write count when it was read, and the run
 	// of the Redis server it was read on, for StoreMeta.
 	Version string
+	// Hold is the path's hold (hold.go), read with the entry: nil when
+	// no process holds it.
+	Hold *Hold
 }
 
 // LoadMeta returns p's second-level entry (Value nil when there is none)
 // and the path's version, which a look-up that goes on to ask the
-// endpoints hands to StoreMeta.
+// endpoints hands to StoreMeta, and its hold, in one round trip.
 func (c *Client) LoadMeta(ctx context.Context, p string) (Meta, error) {
 	if c.degraded.Load() {
 		return Meta{}, ErrDegraded
@@ -36,15 +39,22 @@ func (c *Client) LoadMeta(ctx context.Context, p string) (Meta, error) {
 	pipe := c.rdb.Pipeline()
 	val := pipe.Get(ctx, Key("md", p))
 	ver := pipe.Get(ctx, Key("ver", p))
+	// Eval, not EvalSha: in a pipeline a missing script is known only
+	// after Exec, too late to send it.
+	hold := loadHold.Eval(ctx, pipe, []string{Key("hold", p), Key("members")})
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Meta{}, c.unreachable(err)
+	}
+	h, err := parseHold(hold)
+	if err != nil {
+		return Meta{}, err
 	}
 	id := c.server()
 	count := "0"
 	if v, err := ver.Result(); err == nil {
 		count = v
 	}
-	m := Meta{Version: id + " " + count}
+	m := Meta{Version: id + " " + count, Hold: h}
 	if b, err := val.Bytes(); err == nil {
 		m.Value = unwrap(id, b)
 	}

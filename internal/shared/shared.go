@@ -192,6 +192,10 @@ func (c *Client) server() string {
 // Node is this member's name.
 func (c *Client) Node() string { return c.node }
 
+// Lease is how long a member is trusted without renewing: how long a
+// process that died is still taken for a member.
+func (c *Client) Lease() time.Duration { return c.opts.Lease }
+
 // Degraded reports whether Redis could not be reached at the last try.
 func (c *Client) Degraded() bool { return c.degraded.Load() }
 
