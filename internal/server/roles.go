@@ -153,13 +153,18 @@ func (s *Server) forgetShared(paths []string) {
 // forgetAllShared is the shared client's OnFlush: this process may have
 // missed writes, so nothing it learned of the endpoints is trusted
 // without asking again: the federator drops its metadata, the cache
-// revalidates every file at its next read.
+// revalidates every file at its next read. And the shared state may
+// have lost what this process told it (Redis restarted): the buffer
+// tells it again what it holds.
 func (s *Server) forgetAllShared() {
 	if f := s.sharedFed.Load(); f != nil {
 		f.ForgetAll()
 	}
 	if c := s.wroteCache.Load(); c != nil {
 		c.Distrust()
+	}
+	if b := s.sharedBuffer.Load(); b != nil {
+		b.Resync()
 	}
 }
 
@@ -178,6 +183,7 @@ func (r *federatorRole) start(_ context.Context, s *Server) error {
 	}
 	if s.shared != nil {
 		opts.Shared, opts.SharedWritesLocal = s.shared, s.cfg.Shared.WritesWhenDegraded == config.WritesLocal
+		opts.Self = s.cfg.Shared.Advertise
 	}
 	fed, err := federation.New(s.runCtx, *s.cfg.Federation, opts)
 	if err != nil {

@@ -121,11 +121,14 @@ type Server struct {
 	// other goroutines (the shared subscription) from before the cache
 	// starts to after it stops.
 	wroteCache atomic.Pointer[cache.Cache]
-	door       *xrootd.Server // the federation's root:// door
-	doorAddr   net.Addr
-	cacheDoor  *xrootd.Server // the cache's root:// door
-	frontTLS   bool           // the front listener serves HTTPS
-	cacheTLS   bool
+	// sharedBuffer is buffer for the shared client's flush
+	// (forgetAllShared), which runs on its own goroutine.
+	sharedBuffer atomic.Pointer[buffer.Buffer]
+	door         *xrootd.Server // the federation's root:// door
+	doorAddr     net.Addr
+	cacheDoor    *xrootd.Server // the cache's root:// door
+	frontTLS     bool           // the front listener serves HTTPS
+	cacheTLS     bool
 
 	tlsMu     sync.Mutex
 	reloaders []*auth.Reloader // every listener's certificate, for reloadTLS
