@@ -20,6 +20,10 @@ func TestHolds(t *testing.T) {
 	ctx := context.Background()
 	const p, ua, ub = "/buf/f", "http://a:8080", "http://b:8080"
 
+	// First, on a server that has not seen the hold script.
+	if m, err := b.LoadMeta(ctx, p); err != nil || m.Hold != nil || b.Degraded() {
+		t.Fatalf("LoadMeta of a path nobody holds, first = %+v, %v (degraded %v); want no hold", m, err, b.Degraded())
+	}
 	if h, err := b.LoadHold(ctx, p); err != nil || h != nil {
 		t.Fatalf("LoadHold of a path nobody holds = %+v, %v; want nil", h, err)
 	}

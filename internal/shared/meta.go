@@ -36,13 +36,33 @@ func (c *Client) LoadMeta(ctx context.Context, p string) (Meta, error) {
 	if c.degraded.Load() {
 		return Meta{}, ErrDegraded
 	}
+	m, err := c.loadMeta(ctx, p)
+	if errors.Is(err, errNoScript) {
+		// The server has not seen the hold script yet (it restarted, or
+		// nobody asked before): load it, and ask again, once.
+		if err := loadHold.Load(ctx, c.rdb).Err(); err != nil {
+			return Meta{}, c.unreachable(err)
+		}
+		m, err = c.loadMeta(ctx, p)
+	}
+	return m, err
+}
+
+// errNoScript: the server does not have a script asked by its hash.
+var errNoScript = errors.New("shared: script not loaded")
+
+func (c *Client) loadMeta(ctx context.Context, p string) (Meta, error) {
 	pipe := c.rdb.Pipeline()
 	val := pipe.Get(ctx, Key("md", p))
 	ver := pipe.Get(ctx, Key("ver", p))
-	// Eval, not EvalSha: in a pipeline a missing script is known only
-	// after Exec, too late to send it.
-	hold := loadHold.Eval(ctx, pipe, []string{Key("hold", p), Key("members")})
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	// By its hash: sending the script itself (EVAL) costs more than a
+	// round trip of its own (the server hashes it every time).
+	hold := loadHold.EvalSha(ctx, pipe, []string{Key("hold", p), Key("members")})
+	_, err := pipe.Exec(ctx)
+	if redis.HasErrorPrefix(hold.Err(), "NOSCRIPT") {
+		return Meta{}, errNoScript
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return Meta{}, c.unreachable(err)
 	}
 	h, err := parseHold(hold)
