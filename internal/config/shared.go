@@ -49,8 +49,8 @@ type Shared struct {
 	// file this process's write buffer holds (acknowledged, not yet on
 	// its targets) sends the file's readers and writers there. Empty:
 	// the listen address, https with tls_cert, and this machine's host
-	// name when listen's host is a wildcard (0.0.0.0, ::). Only with a
-	// federation section.
+	// name when listen's host is a wildcard (0.0.0.0, ::). Each process
+	// of the lake must have its own. Only with a federation section.
 	Advertise string `yaml:"advertise"`
 }
 

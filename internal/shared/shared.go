@@ -1,9 +1,10 @@
 // Package shared is the state that several lakefed processes share
 // through Redis (Redis 7, Debian's redis-server): the federators'
 // membership, the invalidation of a written path in every process before
-// the write is acknowledged, a second level of the metadata cache, and
-// short leases that let one process do what would otherwise be done by
-// all (a cold look-up, a health probe). Nothing home-made coordinates:
+// the write is acknowledged, a second level of the metadata cache, the
+// holds of write buffers on the files they have not yet carried to their
+// targets (hold.go), and short leases that let one process do what would
+// otherwise be done by all (a cold look-up, a health probe). Nothing home-made coordinates:
 // every decision is a Redis command or a Lua script run by Redis.
 //
 //	c, err := shared.New(ctx, shared.Options{URL: "redis://127.0.0.1:6379/0",
