@@ -4,8 +4,9 @@
 // the write is acknowledged, a second level of the metadata cache, the
 // holds of write buffers on the files they have not yet carried to their
 // targets (hold.go), and short leases that let one process do what would
-// otherwise be done by all (a cold look-up, a health probe). Nothing home-made coordinates:
-// every decision is a Redis command or a Lua script run by Redis.
+// otherwise be done by all (a cold look-up, a health probe). Nothing
+// home-made coordinates: every decision is a Redis command or a Lua
+// script run by Redis.
 //
 //	c, err := shared.New(ctx, shared.Options{URL: "redis://127.0.0.1:6379/0",
 //		OnInvalidate: func(paths []string) { fed.ForgetLocal(paths...) },
