@@ -34,13 +34,19 @@ const recvBuf = 1 << 20
 // md5 when Want-Digest asks). On any failure before the commit nothing is
 // kept and nothing is journaled.
 //
+// With a lake (Options.Lake), the buffer claims p first: a path another
+// process of the lake holds goes to next (the federator sends it there),
+// and the others are told of the version taken (its hold, then the
+// write hook) before the answer.
+//
 // Status: 400 Content-Range (no partial PUT, RFC 9110 §14.5, as the
 // storage role), a bad or mismatching digest, a body shorter than its
 // Content-Length; 405 the root; 409 a buffered file in the way (a parent
 // that is a file, or a path that is a buffered directory); 507 full (or
 // 307 to the first target with when_full: direct, while no byte is read);
-// 500 the local disk or the journal failed.
-func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre *Prefix) {
+// 500 the local disk or the journal failed; 503 the other processes of
+// the lake could not be told.
+func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre *Prefix, next http.Handler) {
 	if p == "/" {
 		httpx.WriteError(w, http.StatusMethodNotAllowed, "cannot PUT the root collection")
 		return
@@ -69,6 +75,21 @@ func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre 
 	// as on the storage role (TestPutIfMatchRace there, TestConditionalPutRace here).
 	unlock := b.paths.lock(p)
 	defer unlock()
+	switch mine, err := b.claim(ctx, p); {
+	case err != nil:
+		w.Header().Set("Retry-After", retryAfter)
+		httpx.WriteError(w, http.StatusServiceUnavailable, "buffer: "+p+": not taken: the other processes of the lake cannot be told of it: "+err.Error())
+		return
+	case !mine:
+		next.ServeHTTP(w, r)
+		return
+	}
+	taken := false
+	defer func() {
+		if !taken {
+			b.unclaim(ctx, p)
+		}
+	}()
 	if code := b.preconditions(r, p, pre); code != 0 {
 		msg := http.StatusText(code)
 		if code == http.StatusServiceUnavailable {
@@ -99,7 +120,13 @@ func (b *Buffer) servePut(w http.ResponseWriter, r *http.Request, p string, pre 
 		httpx.WriteError(w, code, msg)
 		return
 	}
-	b.wrote(p)
+	taken = true
+	if err := b.publish(ctx, e, false); err != nil {
+		b.log.WarnContext(ctx, "a buffered write could not be shown to the other processes of the lake", "path", p, "err", err)
+		w.Header().Set("Retry-After", retryAfter)
+		httpx.WriteError(w, http.StatusServiceUnavailable, notTold(p, err).Error())
+		return
+	}
 	sums := e.info().Checksums
 	h := w.Header()
 	algos := []string{httpx.Adler32}
@@ -313,10 +340,11 @@ func (b *Buffer) conflict(p string) string {
 const retryAfter = "5"
 
 // wrote calls the process's write hook (Options.OnWrite) for p.
-func (b *Buffer) wrote(p string) {
-	if b.opts.OnWrite != nil {
-		b.opts.OnWrite(p)
+func (b *Buffer) wrote(ctx context.Context, p string) error {
+	if b.opts.OnWrite == nil {
+		return nil
 	}
+	return b.opts.OnWrite(ctx, p)
 }
 
 // isFSError reports whether err came from the local file system rather

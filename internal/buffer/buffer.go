@@ -113,9 +113,14 @@ type Options struct {
 	// copy is retired, or its pending delete carried out), so that the
 	// federator and the cache drop what they hold of the path (a "not
 	// found" cached before the file was written would otherwise hide the
-	// migrated replicas; cached blocks would be of the old version). It
-	// must not block.
-	OnWrite func(path string)
+	// migrated replicas; cached blocks would be of the old version), and
+	// the processes sharing state with this one too. Its error says they
+	// could not be told: a write is then answered 503 (taken here; the
+	// client writes again).
+	OnWrite func(ctx context.Context, path string) error
+	// Lake, when set, is how the other processes of a lake learn which
+	// paths this buffer answers for (lake.go). Nil: it is alone.
+	Lake Lake
 	// MayList reports whether the caller of r may list the path p (the
 	// auth rules' list permission). GET /api/buffer lists only the
 	// failures of the files it allows, since the operator's pages pass
@@ -136,11 +141,12 @@ type Buffer struct {
 	tmpDir, dataDir string
 	targets         map[string]endpoint.Endpoint // by Name, across prefixes
 
-	wake  chan struct{} // a file became pending: the mover looks again
-	stop  context.CancelFunc
-	life  context.Context // done on Close
-	runs  sync.WaitGroup  // Run, while it runs
-	paths pathLocks       // one PUT of a path at a time (accept.go)
+	wake   chan struct{} // a file became pending: the mover looks again
+	stop   context.CancelFunc
+	life   context.Context // done on Close
+	runs   sync.WaitGroup  // Run, while it runs
+	paths  pathLocks       // one PUT of a path at a time (accept.go)
+	resync resync          // the lake's holds are to be made to agree (lake.go)
 
 	mu sync.Mutex // guards everything below
 	// cur is the newest version of every path the buffer holds (pending,

@@ -61,7 +61,7 @@ func TestReadYourWrites(t *testing.T) {
 	b, srv := start(t, fastRetry(Config{
 		KeepAfterMigration: 300 * time.Millisecond,
 		Prefixes:           []Prefix{{Prefix: "/store/user", Targets: []endpoint.Endpoint{gated, disk}}},
-	}), next, Options{OnWrite: func(p string) { hookMu.Lock(); hooked[p]++; hookMu.Unlock() }})
+	}), next, Options{OnWrite: func(_ context.Context, p string) error { hookMu.Lock(); hooked[p]++; hookMu.Unlock(); return nil }})
 
 	r := rand.New(rand.NewPCG(1, 2))
 	v1, v2 := randBytes(r, 300_000), randBytes(r, 200_000)

@@ -48,6 +48,10 @@ type entry struct {
 	mig *migration
 	// retiring: a retirement is committing; not picked again.
 	retiring bool
+	// released: a migrated version whose hold in the lake is dropped (or
+	// being dropped) on its way out: it is read from the targets, as the
+	// lake's readers read it, and not from here (retire).
+	released bool
 	// damaged says why the spool file no longer holds the acknowledged
 	// bytes (a whole read found another adler32), or "": such a file is
 	// neither served nor migrated (spool.go).
@@ -86,7 +90,7 @@ func (b *Buffer) acquire(p string) *entry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.cur[p]
-	if e == nil || e.deleting() {
+	if e == nil || e.deleting() || e.released {
 		return nil
 	}
 	e.refs++
@@ -258,10 +262,29 @@ func (r *reservation) done() {
 	r.b.mu.Unlock()
 }
 
-// retire removes the migrated e: the row first (durable), then the
-// file. A row that is not migrated after all is left alone. It reports
-// whether e was retired.
+// retire removes the migrated e: its hold in the lake first, then the
+// row (durable), then the file. A row that is not migrated after all is
+// left alone. It reports whether e was retired.
+//
+// From the moment its hold goes, a write of the path through another
+// process of the lake goes to the targets, no longer here: so e is read
+// from the targets (released) before the hold is dropped, and this
+// process never serves it after such a write. The targets hold verified
+// copies of it until then.
 func (b *Buffer) retire(ctx context.Context, e *entry, why string) bool {
+	if lake := b.opts.Lake; lake != nil {
+		b.mu.Lock()
+		e.released = true
+		b.mu.Unlock()
+		if err := lake.Release(context.WithoutCancel(ctx), e.path, e.seq); err != nil {
+			b.log.Warn("a migrated file stays: the other processes of the lake could not be told it is on its targets",
+				"path", e.path, "err", err)
+			b.mu.Lock()
+			e.released, e.retiring = false, false
+			b.mu.Unlock()
+			return false
+		}
+	}
 	ok, err := b.j.retire(context.WithoutCancel(ctx), e.seq)
 	if err != nil {
 		b.log.Error("retire", "path", e.path, "err", err)
@@ -280,8 +303,8 @@ func (b *Buffer) retire(ctx context.Context, e *entry, why string) bool {
 	if rm {
 		b.removeSpool(e)
 	}
-	if b.opts.OnWrite != nil {
-		b.opts.OnWrite(e.path)
+	if err := b.wrote(ctx, e.path); err != nil {
+		b.log.Warn("a retired file could not be shown to the other processes of the lake", "path", e.path, "err", err)
 	}
 	return true
 }

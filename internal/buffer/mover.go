@@ -30,6 +30,9 @@ import (
 // (endpoint.ConditionalPutter), a copy also commits only on top of what
 // the mover saw there before it started: a late or foreign write in
 // between makes it fail (and look again) rather than overwrite.
+//
+// With a lake (Options.Lake), Run first tells it what the journal holds
+// (reconcile), and again after Resync, retrying until it can.
 func (b *Buffer) Run(ctx context.Context) {
 	b.runs.Add(1)
 	defer b.runs.Done()
@@ -45,11 +48,18 @@ func (b *Buffer) Run(ctx context.Context) {
 	tick := time.NewTimer(0)
 	defer tick.Stop()
 	lastSample := time.Time{}
+	b.resync.pending.Store(b.opts.Lake != nil)
 	for {
 		now := time.Now()
 		if now.Sub(lastSample) >= historyEvery {
 			b.sample(now)
 			lastSample = now
+		}
+		if b.resync.pending.Swap(false) {
+			if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
+				b.log.Warn("cannot yet tell the other processes of the lake what this buffer holds", "err", err)
+				b.resync.pending.Store(true)
+			}
 		}
 		b.retireExpired(ctx, now)
 		var due time.Time
@@ -71,6 +81,9 @@ func (b *Buffer) Run(ctx context.Context) {
 		}
 		if d := b.nextRetirement(now); d > 0 {
 			wait = min(wait, d)
+		}
+		if b.resync.pending.Load() {
+			wait = min(wait, b.cfg.RetryInitial)
 		}
 		tick.Reset(wait)
 		select {
@@ -481,6 +494,14 @@ func (b *Buffer) carryDelete(ctx context.Context, e *entry, todo []string) {
 		b.mu.Unlock()
 		return
 	}
+	// The hold goes first: the path is then what the targets say
+	// (nothing), which is what this buffer says until its row goes.
+	if lake := b.opts.Lake; lake != nil {
+		if err := lake.Release(context.WithoutCancel(ctx), e.path, e.seq); err != nil {
+			b.failed(ctx, e, "", err)
+			return
+		}
+	}
 	if err := b.j.remove(context.WithoutCancel(ctx), e.seq); err != nil {
 		b.failed(ctx, e, "", err)
 		return
@@ -492,7 +513,9 @@ func (b *Buffer) carryDelete(ctx context.Context, e *entry, todo []string) {
 	e.gone = true
 	b.mu.Unlock()
 	b.log.Debug("deleted on every target", "path", e.path, "targets", len(e.targets))
-	b.wrote(e.path)
+	if err := b.wrote(ctx, e.path); err != nil {
+		b.log.Warn("a delete carried out could not be shown to the other processes of the lake", "path", e.path, "err", err)
+	}
 }
 
 // badCopy removes a copy that failed verification (best effort: the

@@ -178,9 +178,10 @@ func (o *overlay) Checksum(ctx context.Context, p, algo string) (string, error) 
 }
 
 // Put under a buffered prefix is a buffered write, acknowledged (nil)
-// once durable and journaled, as a PUT through Wrap; when the buffer is
-// full it goes to origin with when_full: direct, else fails with
-// ErrUnavailable. Elsewhere it goes to origin.
+// once durable, journaled and shown to the lake, as a PUT through Wrap;
+// when the buffer is full it goes to origin with when_full: direct, else
+// fails with ErrUnavailable. Elsewhere, and where another process of the
+// lake holds the path (Lake.Claim), it goes to origin.
 func (o *overlay) Put(ctx context.Context, p string, r io.Reader, size int64) error {
 	pre := o.b.prefixOf(p)
 	if pre == nil {
@@ -195,10 +196,23 @@ func (o *overlay) Put(ctx context.Context, p string, r io.Reader, size int64) er
 	if msg := o.b.conflict(p); msg != "" {
 		return fail(endpoint.ErrRefused, msg)
 	}
-	_, _, err := o.b.accept(ctx, p, pre, r, size, nil, false)
+	unlock := o.b.paths.lock(p)
+	defer unlock()
+	switch mine, err := o.b.claim(ctx, p); {
+	case err != nil:
+		return fail(endpoint.ErrUnavailable, "not taken: the other processes of the lake cannot be told of it: "+err.Error())
+	case !mine:
+		return o.origin.Put(ctx, p, r, size)
+	}
+	e, _, err := o.b.accept(ctx, p, pre, r, size, nil, false)
+	if err != nil {
+		o.b.unclaim(ctx, p)
+	}
 	switch {
 	case err == nil:
-		o.b.wrote(p)
+		if err := o.b.publish(ctx, e, false); err != nil {
+			return notTold(p, err)
+		}
 		return nil
 	case err == errFull && o.b.cfg.WhenFull == WhenFullDirect:
 		o.b.m.rejected.Inc()
@@ -242,7 +256,9 @@ func (o *overlay) Delete(ctx context.Context, p string) error {
 	if class := endpoint.Class(err); class == endpoint.ErrRefused {
 		return err
 	}
-	if jerr := o.b.markDeleted(ctx, p, pre); jerr != nil {
+	if jerr := o.b.markDeleted(ctx, p, pre); errors.Is(jerr, endpoint.ErrUnavailable) {
+		return jerr
+	} else if jerr != nil {
 		o.b.log.ErrorContext(ctx, "journal a delete", "path", p, "err", jerr)
 		return &endpoint.OpError{Kind: "buffer", Op: "delete", Path: p, Err: fmt.Errorf("%w: cannot journal the delete", endpoint.ErrUnavailable)}
 	}

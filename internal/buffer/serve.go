@@ -3,6 +3,7 @@ package buffer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,7 +49,7 @@ func (b *Buffer) Wrap(next http.Handler) http.Handler {
 		switch r.Method {
 		case http.MethodPut:
 			if pre := b.prefixOf(p); pre != nil {
-				b.servePut(w, r, p, pre)
+				b.servePut(w, r, p, pre, next)
 				return
 			}
 		case http.MethodGet, http.MethodHead:
@@ -198,7 +199,11 @@ func (b *Buffer) serveDelete(w http.ResponseWriter, r *http.Request, p string, p
 		rec.Flush(w)
 		return true
 	}
-	if err := b.markDeleted(r.Context(), p, pre); err != nil {
+	if err := b.markDeleted(r.Context(), p, pre); errors.Is(err, endpoint.ErrUnavailable) {
+		w.Header().Set("Retry-After", retryAfter)
+		httpx.WriteError(w, http.StatusServiceUnavailable, err.Error())
+		return true
+	} else if err != nil {
 		b.log.ErrorContext(r.Context(), "journal a delete", "path", p, "err", err)
 		httpx.WriteError(w, http.StatusInternalServerError, "buffer: cannot journal the delete")
 		return true
@@ -219,8 +224,9 @@ func (b *Buffer) serveDelete(w http.ResponseWriter, r *http.Request, p string, p
 
 // markDeleted journals a pending delete of p, which takes the place of
 // the version the buffer holds (its migration stops unless a target may
-// already commit it; see migration), and wakes the mover. p's lock is
-// held.
+// already commit it; see migration), wakes the mover, and shows it to
+// the lake and the roles of the process (publish): an error wrapping
+// endpoint.ErrUnavailable says they could not be told. p's lock is held.
 func (b *Buffer) markDeleted(ctx context.Context, p string, pre *Prefix) error {
 	t := &entry{
 		path:    p,
@@ -237,7 +243,10 @@ func (b *Buffer) markDeleted(ctx context.Context, p string, pre *Prefix) error {
 		return err
 	}
 	b.install(t)
-	b.wrote(p) // a cache must not serve what it kept of the file
+	if err := b.publish(ctx, t, true); err != nil { // a cache must not serve what it kept of the file
+		b.log.WarnContext(ctx, "a buffered delete could not be shown to the other processes of the lake", "path", p, "err", err)
+		return notTold(p, err)
+	}
 	return nil
 }
 
@@ -328,7 +337,7 @@ func (b *Buffer) servePropfind(w http.ResponseWriter, r *http.Request, p string,
 func (b *Buffer) stat(p string) (endpoint.Info, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e := b.cur[p]; e != nil && !e.deleting() {
+	if e := b.cur[p]; e != nil && !e.deleting() && !e.released {
 		return e.info(), true
 	}
 	return endpoint.Info{}, false
@@ -367,7 +376,7 @@ func (b *Buffer) children(p string) []endpoint.Info {
 	defer b.mu.Unlock()
 	byName := map[string]endpoint.Info{}
 	for q, e := range b.cur {
-		if q == p || !under(q, p) || e.deleting() {
+		if q == p || !under(q, p) || e.deleting() || e.released {
 			continue
 		}
 		rest := strings.TrimPrefix(q[len(p):], "/")

@@ -147,6 +147,13 @@ type Options struct {
 	// it allows, since the operator's pages pass the auth rules
 	// unguarded. Nil: every file is shown.
 	MayList func(r *http.Request, p string) bool
+	// Trusted, when set, says whether the origin's answers may be relied
+	// on for RevalidateAfter: false while the process could miss the
+	// notice of a write (it shares the lake's state through Redis and
+	// holds no membership lease yet, shared.Client.Trusted). Meanwhile
+	// every read asks the origin again, and what it answers counts for
+	// no time. Nil: always.
+	Trusted func() bool
 }
 
 // Cache is a running cache. Its methods are safe for concurrent use.
@@ -159,6 +166,7 @@ type Cache struct {
 	group  *group // nil without a group
 
 	mayList func(r *http.Request, p string) bool // Options.MayList
+	trusted func() bool                          // Options.Trusted; nil: always
 
 	ctx    context.Context // the cache's life: fills and checks run in it
 	cancel context.CancelFunc
@@ -209,7 +217,7 @@ func New(ctx context.Context, cfg Config, origin endpoint.Endpoint, opts Options
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Cache{
-		cfg: cfg, origin: origin, log: opts.Log, mayList: opts.MayList, m: newMetrics(),
+		cfg: cfg, origin: origin, log: opts.Log, mayList: opts.MayList, trusted: opts.Trusted, m: newMetrics(),
 		ctx: cctx, cancel: cancel,
 		fills:  make(chan struct{}, cfg.MaxFills),
 		purgec: make(chan struct{}, 1),
@@ -331,7 +339,7 @@ var errChanged = errors.New("cache: the origin file changed")
 // error.
 func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 	f.mu.Lock()
-	fresh := f.known && !force && time.Since(f.checked) < c.cfg.RevalidateAfter
+	fresh := f.known && !force && time.Since(f.checked) < c.cfg.RevalidateAfter && c.isTrusted()
 	f.mu.Unlock()
 	if fresh {
 		return nil
@@ -430,7 +438,7 @@ func (c *Cache) confirm(f *file, in endpoint.Info) error {
 		if f.hdr.Adler32 == "" && hdr.Adler32 != "" {
 			f.hdr.Adler32 = hdr.Adler32
 		}
-		f.checked = time.Now()
+		f.checked = c.checkedNow()
 		return nil
 	}
 	if f.known {
@@ -447,8 +455,21 @@ func (c *Cache) confirm(f *file, in endpoint.Info) error {
 	if err := f.resetLocked(hdr, c.epochs.Add(1)); err != nil {
 		return fmt.Errorf("cache: %s: %w: %w", f.path, err, endpoint.ErrUnavailable)
 	}
-	f.checked = time.Now()
+	f.checked = c.checkedNow()
 	return nil
+}
+
+// isTrusted reports whether the origin's answers count for
+// RevalidateAfter (Options.Trusted).
+func (c *Cache) isTrusted() bool { return c.trusted == nil || c.trusted() }
+
+// checkedNow is the time an origin's answer given now counts from: now,
+// or, while not trusted, none (the next read asks again).
+func (c *Cache) checkedNow() time.Time {
+	if !c.isTrusted() {
+		return time.Time{}
+	}
+	return time.Now()
 }
 
 func describe(in endpoint.Info) string {
@@ -554,6 +575,18 @@ func (c *Cache) randN(n int64) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rnd.Int64N(n)
+}
+
+// Distrust makes every file's next read ask the origin whether it
+// changed (as after RevalidateAfter): the process may have missed
+// writes (it was cut off from the lake's shared state). Blocks of a
+// version the origin confirms stay.
+func (c *Cache) Distrust() {
+	for _, f := range c.list() {
+		f.mu.Lock()
+		f.checked = time.Time{}
+		f.mu.Unlock()
+	}
 }
 
 // Forget drops the cached blocks of p: the process changed the file (a

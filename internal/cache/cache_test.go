@@ -353,6 +353,56 @@ func TestChangedOriginServedNew(t *testing.T) {
 	}
 }
 
+// While the process is not trusted (Options.Trusted: it could miss the
+// notice of a write elsewhere), every read asks the origin, and what the
+// origin said then counts for nothing once trusted; once trusted, the
+// origin's answer holds for RevalidateAfter, until Distrust.
+func TestUntrustedAsksOrigin(t *testing.T) {
+	o := startOrigin(t)
+	var trusted atomic.Bool
+	c, err := cache.New(t.Context(), cache.Config{Dir: t.TempDir(), BlockSize: block, RevalidateAfter: time.Hour}, o.ep,
+		cache.Options{Log: quiet, Trusted: trusted.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := &http.Server{Handler: c.Handler()}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	u := "http://" + ln.Addr().String() + "/f"
+	for i, step := range []struct {
+		trust bool
+		write bool // a new version at the origin before the read
+		old   bool // the read still gets the version before it
+	}{
+		{trust: false, write: true},
+		{trust: false, write: true},           // untrusted: asked again
+		{trust: true, write: true},            // its last answer came untrusted: asked again
+		{trust: true, write: true, old: true}, // trusted for RevalidateAfter
+	} {
+		trusted.Store(step.trust)
+		if step.write {
+			o.write(t, "f", random(2*block+i+1, uint64(40+i)))
+		}
+		want := random(2*block+i+1, uint64(40+i))
+		if step.old {
+			want = random(2*block+i, uint64(40+i-1))
+		}
+		if _, b := get(t, u); !bytes.Equal(b, want) {
+			t.Fatalf("step %d (trusted %v): read %d bytes, want %d (the %s version)", i, step.trust, len(b), len(want),
+				map[bool]string{true: "cached", false: "origin's"}[step.old])
+		}
+	}
+	c.Distrust()
+	if _, b := get(t, u); !bytes.Equal(b, random(2*block+4, 43)) {
+		t.Fatalf("after Distrust: read %d bytes, not the origin's version", len(b))
+	}
+}
+
 // A block that rots on disk is detected when read, fetched again, and
 // never served.
 func TestCorruptBlockNeverServed(t *testing.T) {

@@ -140,6 +140,7 @@ func (c *Config) SetDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
+	c.Shared.setAdvertise(c.Listen, c.TLSCert != "")
 	f := c.Federation
 	if f.Mode == "" {
 		f.Mode = "redirect"

@@ -129,6 +129,12 @@ func TestParseErrors(t *testing.T) {
 		{"mapping for scalar", "federation:\n  mode: {a: b}\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 2: federation.mode: want a single value"}},
 		{"bad upstream", "federation:\n  endpoints: [{name: a, url: 'file:///x', kind: upstream}]\n", []string{"federation.endpoints[0].url: kind \"upstream\" needs a URL of scheme http://, https://"}},
 		{"unknown nested in storage", "storage:\n  - listen: 127.0.0.1:1\n    root: /x\n    rooot: /y\n", []string{"line 4: storage[0].rooot: unknown field"}},
+		{"advertise with a path", "shared: {redis: 'redis://h:6379/0', advertise: 'http://h:8080/fed'}\nfederation:\n  endpoints: [{name: a, url: 'http://h/'}]\n",
+			[]string{"line 1: shared.advertise: want http(s)://HOST:PORT"}},
+		{"advertise not a URL", "shared: {redis: 'redis://h:6379/0', advertise: 'h:8080'}\nfederation:\n  endpoints: [{name: a, url: 'http://h/'}]\n",
+			[]string{"line 1: shared.advertise: want http(s)://HOST:PORT"}},
+		{"advertise without a federator", "shared: {redis: 'redis://h:6379/0', advertise: 'http://h:8080'}\ncache: {dir: /c, origin: 'http://o/', listen: '127.0.0.1:1'}\n",
+			[]string{"line 1: shared.advertise: the URL of this process's federator: it needs a federation section"}},
 		{"negative outage wait", "xroot_outage_wait: -1s\nlisten_xroot: 127.0.0.1:2\nfederation:\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 1: xroot_outage_wait: must not be negative"}},
 	}
 	for _, tt := range tests {
@@ -179,6 +185,36 @@ func TestExampleFile(t *testing.T) {
 				t.Fatalf("examples/%s: %v", name, err)
 			}
 		})
+	}
+}
+
+// shared.advertise defaults to the federator's listen address, with the
+// host name for a wildcard and https with a certificate; one given keeps
+// no trailing slash.
+func TestAdvertiseDefault(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"listen: 127.0.0.1:8081\n", "http://127.0.0.1:8081"},
+		{"listen: 0.0.0.0:8081\n", "http://" + host + ":8081"},
+		{"listen: '[::]:8081'\n", "http://" + host + ":8081"},
+		{"listen: ':8081'\n", "http://" + host + ":8081"},
+		{"listen: fed.example.org:443\ntls_cert: c.pem\ntls_key: k.pem\n", "https://fed.example.org:443"},
+		{"listen: 127.0.0.1:8081\nshared: {redis: 'redis://h:6379/0', advertise: 'http://lb.example.org:80/'}\n", "http://lb.example.org:80"},
+	} {
+		y := tt.yaml + "federation:\n  endpoints: [{name: a, url: 'http://h/'}]\n"
+		if !strings.Contains(y, "shared:") {
+			y += "shared: {redis: 'redis://h:6379/0'}\n"
+		}
+		c, err := Parse([]byte(y))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.yaml, err)
+		}
+		if c.Shared.Advertise != tt.want {
+			t.Errorf("Parse(%q): shared.advertise = %q, want %q", tt.yaml, c.Shared.Advertise, tt.want)
+		}
 	}
 }
 

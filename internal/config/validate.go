@@ -94,6 +94,9 @@ func (c *Config) Validate() error {
 	}
 	c.Cache.validate(v, "cache", c.Federation != nil)
 	c.Shared.validate(v, "shared")
+	if c.Shared != nil && c.Shared.Advertise != "" && c.Federation == nil {
+		v.errorf("shared.advertise", "the URL of this process's federator: it needs a federation section")
+	}
 	if c.Cache != nil && len(c.Cache.Group) == 1 && c.Cache.Group[0] == GroupShared && c.Shared == nil {
 		v.errorf("cache.group", "[shared] needs a shared section (the Redis the nodes find each other in)")
 	}

@@ -74,6 +74,11 @@ type Options struct {
 	// acknowledged, a second level of the metadata cache. The caller runs
 	// it (Run) and gives it ForgetShared and ForgetAll. Nil: alone.
 	Shared *shared.Client
+	// Self is this process's URL as the others of the lake reach it
+	// (config shared.advertise): the holds of files in Shared that name
+	// it are its own write buffer's, which answers for them in front of
+	// the federator (held.go). "": the process has no buffer.
+	Self string
 	// SharedWritesLocal lets writes go on while Shared cannot reach
 	// Redis (the other federators then do not see them until their
 	// metadata expires). False: such writes are refused with 503.
@@ -105,6 +110,10 @@ type Federator struct {
 	spread  atomic.Uint64 // round-robin counter for placement: spread
 	dis     disagreements // recent replica disagreements, for /api
 	stale   staleSet      // replicas a write made stale and could not delete
+	// peers are the members for the processes that hold files (held.go),
+	// by URL and mode; made on first use, closed by Close.
+	peersMu sync.Mutex
+	peers   map[string]*member
 	// bg owns look-ups finishing in the background (fanout's slow
 	// endpoints); Close waits for them. Each ends within its endpoints'
 	// timeouts.
@@ -158,8 +167,11 @@ type member struct {
 	putProxy bool
 	upstream bool
 	writable bool
-	h        health
-	mm       memberMetrics
+	// peer: another process of the lake holding files (held.go), not an
+	// endpoint of the config.
+	peer bool
+	h    health
+	mm   memberMetrics
 	// urlBase is what the endpoint's redirect URLs start with when they
 	// end with the endpoint path, learned from the first such URL and
 	// never changed; nil until then. Replicas whose URL is urlBase
@@ -480,11 +492,18 @@ func (f *Federator) Close() error {
 	f.closeGeo()
 	f.mu.Unlock()
 	// Endpoints that hold connections (root:// keeps one open) let them go.
+	var members []*member
 	if s := f.snap.Load(); s != nil {
-		for _, m := range s.members {
-			if c, ok := m.ep.(io.Closer); ok {
-				_ = c.Close()
-			}
+		members = append(members, s.members...)
+	}
+	f.peersMu.Lock()
+	for _, m := range f.peers {
+		members = append(members, m)
+	}
+	f.peersMu.Unlock()
+	for _, m := range members {
+		if c, ok := m.ep.(io.Closer); ok {
+			_ = c.Close()
 		}
 	}
 	return nil

@@ -97,6 +97,9 @@ func (m *member) lastErr() string {
 // "refused" and an upstream's "unavailable for this path"
 // (ErrPathUnavailable) are answers, so the endpoint is alive.
 func (f *Federator) requestResult(s *snapshot, m *member, err error, d time.Duration) {
+	if m.peer {
+		return // a holder answers while it is a live member (held.go)
+	}
 	m.h.requests.Add(1)
 	if err == nil || !errors.Is(endpoint.Class(err), endpoint.ErrUnavailable) || errors.Is(err, endpoint.ErrPathUnavailable) {
 		if m.h.reqErrs.Load() != 0 {

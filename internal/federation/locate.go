@@ -310,14 +310,23 @@ func (f *Federator) fresh(e *entry) bool {
 	return !e.incomplete || e.epoch == f.epoch.Load()
 }
 
-// locate asks every endpoint that could hold p, in parallel, each under
+// locate is the answer for p: the hold of another process that holds it
+// (held.go), else what the endpoints say (locateEndpoints).
+func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int, early bool) *entry {
+	if e := f.held(ctx, s, p); e != nil {
+		return e
+	}
+	return f.locateEndpoints(ctx, s, p, hops, early)
+}
+
+// locateEndpoints asks every endpoint that could hold p, in parallel, each under
 // its own timeout; upstream federators only when no local endpoint has
 // it. The fan-out does not stop when the request that started it goes
 // away: other requests may be waiting for the same answer.
 //
 // With early set (a read's look-up), the answer does not wait for slow
 // endpoints once one has the file (fanout, foundGrace).
-func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int, early bool) *entry {
+func (f *Federator) locateEndpoints(ctx context.Context, s *snapshot, p string, hops int, early bool) *entry {
 	ctx = context.WithoutCancel(ctx)
 	if hops > 0 {
 		ctx = httpx.WithHops(ctx, hops)

@@ -91,7 +91,13 @@ func (f *Federator) move(ctx context.Context, s *snapshot, from, to string, o Wr
 	case strings.HasPrefix(to, from+"/"):
 		return refuse(http.StatusForbidden, endpoint.ErrRefused, "the destination is inside the source")
 	}
-	src := f.locate(ctx, s, from, o.Hops, false)
+	for _, q := range []string{from, to} {
+		if h := f.holder(ctx, s, q); h != nil {
+			return refuse(http.StatusForbidden, endpoint.ErrRefused,
+				"the write buffer of %s holds %s, which may not have reached its endpoints yet; a move there is not supported", h.Node, q)
+		}
+	}
+	src := f.locateEndpoints(ctx, s, from, o.Hops, false)
 	if src.status != http.StatusOK {
 		code, msg := missingReport(from, src)
 		return false, writeErr(code, endpoint.ClassOfStatus(code), "%s", msg)
@@ -122,7 +128,7 @@ func (f *Federator) move(ctx context.Context, s *snapshot, from, to string, o Wr
 		return refuse(http.StatusForbidden, endpoint.ErrUnsupported,
 			"%s is on %s, of kind %s, which cannot rename in one step", from, m.name, m.kind())
 	}
-	dst := f.locate(ctx, s, to, o.Hops, false)
+	dst := f.locateEndpoints(ctx, s, to, o.Hops, false)
 	if dst.status == http.StatusServiceUnavailable || dst.incomplete {
 		return refuse(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
 			"%s could not be asked, and may hold a version of the destination", strings.Join(unanswered(dst, true), ", "))

@@ -119,13 +119,17 @@ func (f *Federator) trusted() bool {
 }
 
 // sharedLocate is locate for a request from a client (no hops) when
-// state is shared: the second level first, then one federator asks the
-// endpoints while the others wait for its answer.
+// state is shared: a hold of another process first (held.go), then the
+// second level, then one federator asks the endpoints while the others
+// wait for its answer.
 func (f *Federator) sharedLocate(ctx context.Context, s *snapshot, p string) *entry {
 	sh := f.opts.Shared
 	meta, err := sh.LoadMeta(ctx, p)
 	if err != nil {
-		return f.locate(ctx, s, p, 0, true)
+		return f.locateEndpoints(ctx, s, p, 0, true)
+	}
+	if e := f.heldRead(s, p, meta.Hold); e != nil {
+		return e // a hold replaces what the second level says
 	}
 	if e := f.decodeEntry(s, p, meta.Value); e != nil {
 		f.m.sharedHits.Inc()
@@ -140,12 +144,15 @@ func (f *Federator) sharedLocate(ctx context.Context, s *snapshot, p string) *en
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return f.locate(ctx, s, p, 0, true)
+				return f.locateEndpoints(ctx, s, p, 0, true)
 			case <-t.C:
 			}
 			m, err := sh.LoadMeta(ctx, p)
 			if err != nil {
 				break
+			}
+			if e := f.heldRead(s, p, m.Hold); e != nil {
+				return e
 			}
 			if e := f.decodeEntry(s, p, m.Value); e != nil {
 				f.m.sharedHits.Inc()
@@ -153,7 +160,7 @@ func (f *Federator) sharedLocate(ctx context.Context, s *snapshot, p string) *en
 			}
 		}
 	}
-	e := f.locate(ctx, s, p, 0, true)
+	e := f.locateEndpoints(ctx, s, p, 0, true)
 	if e.expires > 0 {
 		if b, err := encodeEntry(e); err == nil {
 			ttl := time.Until(time.Unix(0, e.expires))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/shared"
 )
 
 // writable returns the members that may take a write of p, healthy ones
@@ -133,8 +134,12 @@ func writeErr(code int, class error, format string, args ...any) error {
 	return httpx.NewError(code, fmt.Sprintf(format, args...), class)
 }
 
-// planPut checks a PUT of p and places it (the rules above).
+// planPut checks a PUT of p and places it (the rules above): on the
+// process that holds p when another does (held.go).
 func (f *Federator) planPut(ctx context.Context, s *snapshot, p string, o WriteOptions) (*putPlan, error) {
+	if h := f.holder(ctx, s, p); h != nil {
+		return f.planHeldPut(s, p, o, h)
+	}
 	cands, down := writable(s, p, o.Hops)
 	if len(cands) == 0 {
 		if down > 0 {
@@ -142,7 +147,7 @@ func (f *Federator) planPut(ctx context.Context, s *snapshot, p string, o WriteO
 		}
 		return nil, writeErr(http.StatusForbidden, endpoint.ErrRefused, "lakefed: %s: no writable endpoint holds this path", p)
 	}
-	e := f.locate(ctx, s, p, o.Hops, false)
+	e := f.locateEndpoints(ctx, s, p, o.Hops, false)
 	// Upstream federators are asked only when no local endpoint has the
 	// file, so once this write lands theirs is never read again: one
 	// that does not answer cannot undo it.
@@ -176,7 +181,35 @@ func (f *Federator) planPut(ctx context.Context, s *snapshot, p string, o WriteO
 	return pl, nil
 }
 
-// unanswered names the endpoints of a look-up that did not answer.
+// planHeldPut places a PUT of p, which the process of h holds, there:
+// its buffer takes it over the version it holds. The conditionals are
+// evaluated against that version (a claim has none yet: 503, ask
+// again), and the write commits only on top of it.
+func (f *Federator) planHeldPut(s *snapshot, p string, o WriteOptions, h *shared.Hold) (*putPlan, error) {
+	if err := heldWrite(h, "put", p); err != nil {
+		return nil, err
+	}
+	if h.Seq == 0 && hasConditional(o.Cond) {
+		return nil, writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
+			"lakefed: %s: the write buffer of %s is taking a write of this path: the conditional headers cannot be evaluated now", p, h.Node)
+	}
+	m := f.peer(s, h.Owner)
+	if m == nil {
+		return nil, writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable, "lakefed: %s: held at %s, which cannot be reached from here", p, h.Owner)
+	}
+	pl := &putPlan{s: s, p: p, m: m, shared: true}
+	if h.Seq > 0 {
+		e := f.heldEntry(s, p, h)
+		if code, msg := putPreconditions(o.Cond, e); code != 0 {
+			return nil, writeErr(code, endpoint.ErrRefused, "lakefed: %s: %s", p, msg)
+		}
+		if !h.Deleted {
+			pl.mine, pl.existed = e.replicas[0], true
+		}
+	}
+	return pl, nil
+}
+
 // unanswered names the endpoints of a look-up that did not answer,
 // upstream federators only withUpstreams.
 func unanswered(e *entry, withUpstreams bool) []string {
@@ -512,7 +545,11 @@ func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOp
 			err = werr
 		}
 	}()
-	e := f.locate(ctx, s, p, o.Hops, false)
+	if h := f.holder(ctx, s, p); h != nil {
+		changed = true
+		return f.deleteHeld(ctx, s, p, h)
+	}
+	e := f.locateEndpoints(ctx, s, p, o.Hops, false)
 	if e.status != http.StatusOK {
 		code, msg := missingReport(p, e)
 		return writeErr(code, endpoint.ClassOfStatus(code), "%s", msg)
@@ -536,6 +573,26 @@ func (f *Federator) delete(ctx context.Context, s *snapshot, p string, o WriteOp
 		return nil
 	}
 	return writeErr(status, endpoint.ClassOfStatus(status), "lakefed: delete %s: %s", p, report)
+}
+
+// deleteHeld sends a DELETE of p, which the process of h holds, there:
+// its buffer deletes the file on its targets, or journals the delete
+// and carries it there later. A delete it took already is a 404.
+func (f *Federator) deleteHeld(ctx context.Context, s *snapshot, p string, h *shared.Hold) error {
+	if h.Deleted {
+		return writeErr(http.StatusNotFound, endpoint.ErrNotFound, "lakefed: %s: not found: deleted through %s", p, h.Node)
+	}
+	if err := heldWrite(h, "delete", p); err != nil {
+		return err
+	}
+	m := f.peer(s, h.Owner)
+	if m == nil {
+		return writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable, "lakefed: %s: held at %s, which cannot be reached from here", p, h.Owner)
+	}
+	if err := m.ep.Delete(ctx, p); err != nil {
+		return writeErr(endpoint.HTTPStatus(err), endpoint.Class(err), "lakefed: delete %s through %s: %v", p, m.name, err)
+	}
+	return nil
 }
 
 // serveDelete is the HTTP adapter of Delete: 204, or the error.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,17 +13,20 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/shared"
 )
 
 // bufferRole is the write buffer, in front of the federator on its
 // listener; its mover runs until the role stops.
 type bufferRole struct {
 	goroutine
+	s       *Server
 	b       *buffer.Buffer
 	targets []endpoint.Endpoint
 }
 
 func (r *bufferRole) start(ctx context.Context, s *Server) error {
+	r.s = s
 	bc := s.cfg.Buffer
 	cfg := buffer.Config{
 		Dir:                bc.Dir,
@@ -54,12 +58,17 @@ func (r *bufferRole) start(ctx context.Context, s *Server) error {
 		}
 		cfg.Prefixes = append(cfg.Prefixes, bp)
 	}
-	b, err := buffer.New(ctx, cfg, buffer.Options{Log: s.log, Registerer: s.fed.Registry(), OnWrite: s.wrote, MayList: s.mayList()})
+	opts := buffer.Options{Log: s.log, Registerer: s.fed.Registry(), OnWrite: s.wrote, MayList: s.mayList()}
+	if s.shared != nil {
+		opts.Lake = &bufferLake{c: s.shared, self: s.cfg.Shared.Advertise, alone: s.cfg.Shared.WritesWhenDegraded == config.WritesLocal}
+	}
+	b, err := buffer.New(ctx, cfg, opts)
 	if err != nil {
 		r.close()
 		return err
 	}
 	r.b, s.buffer = b, b
+	s.sharedBuffer.Store(b)
 	r.run(s.runCtx, b.Run)
 	fmt.Fprintf(s.out, "write buffer in %s for %d prefixes, on the federator's listener\n", bc.Dir, len(bc.Prefixes))
 	return nil
@@ -86,6 +95,9 @@ func (r *bufferRole) target(ctx context.Context, s *Server, t string) (endpoint.
 }
 
 func (r *bufferRole) stop(ctx context.Context) error {
+	if s := r.s; s != nil {
+		s.sharedBuffer.Store(nil)
+	}
 	r.goroutine.stop(ctx)
 	err := r.b.Close()
 	r.close()
@@ -107,24 +119,67 @@ func (r *bufferRole) close() {
 // with); the cache drops its blocks, so no reader in the process is
 // served the old version.
 func (s *Server) wroteLocal(p string) {
-	if s.cache != nil {
-		s.cache.Forget(p)
+	if c := s.wroteCache.Load(); c != nil {
+		c.Forget(p)
 	}
 }
 
 // wrote is the write hook of the roles that write behind the federator
 // (the buffer, for the writes and deletes it takes and the files it
 // retires): through the federator, so its metadata, the cache and the
-// federators sharing state all drop the path.
-func (s *Server) wrote(p string) {
+// federators sharing state all drop the path. Its error says the others
+// could not be told.
+func (s *Server) wrote(ctx context.Context, p string) error {
 	if s.fed == nil {
 		s.wroteLocal(p)
-		return
+		return nil
 	}
-	if err := s.fed.Wrote(s.runCtx, p); err != nil {
-		s.log.Warn("a buffered write could not be shown to the other federators", "path", p, "err", err)
-	}
+	return s.fed.Wrote(ctx, p)
 }
+
+// bufferLake is the write buffer's buffer.Lake: its holds in the shared
+// state, as this process's federator's URL (shared.advertise), which
+// the other federators send the held paths' readers and writers to.
+type bufferLake struct {
+	c    *shared.Client
+	self string
+	// alone: writes_when_degraded: local; while Redis cannot be reached
+	// the buffer takes writes all the same, and tells the others when it
+	// is back (Resync).
+	alone bool
+}
+
+func (l *bufferLake) degradedAlone(err error) bool {
+	return l.alone && errors.Is(err, shared.ErrDegraded)
+}
+
+func (l *bufferLake) Claim(ctx context.Context, p string) (bool, error) {
+	ok, _, err := l.c.ClaimHold(ctx, p, l.self)
+	if l.degradedAlone(err) {
+		return true, nil
+	}
+	return ok, err
+}
+
+func (l *bufferLake) Hold(ctx context.Context, p string, seq int64, v endpoint.Info, deleted bool) error {
+	err := l.c.PutHold(ctx, p, shared.Hold{Owner: l.self, Seq: seq, Deleted: deleted,
+		Size: v.Size, ETag: v.ETag, ModTime: v.ModTime.UnixNano(), Sums: v.Checksums})
+	switch {
+	case errors.Is(err, shared.ErrHeldElsewhere):
+		return fmt.Errorf("%w: %w", buffer.ErrHeldElsewhere, err)
+	case l.degradedAlone(err):
+		return nil
+	}
+	return err
+}
+
+// Release fails while Redis cannot be reached, whatever the policy: the
+// file stays, migrated or deleted, until the others can be told.
+func (l *bufferLake) Release(ctx context.Context, p string, seq int64) error {
+	return l.c.DropHold(ctx, p, l.self, seq)
+}
+
+func (l *bufferLake) Held(ctx context.Context) ([]string, error) { return l.c.HeldBy(ctx, l.self) }
 
 // mapped is a federation endpoint seen with logical paths: its prefix
 // of the namespace lives at its path on the endpoint.

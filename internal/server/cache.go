@@ -42,6 +42,7 @@ func cacheConfig(c *config.Cache) cache.Config {
 // cacheRole is the read-through cache: on a listener of its own, or on
 // the federator's (frontRole routes reads to it).
 type cacheRole struct {
+	s      *Server
 	c      *cache.Cache
 	origin endpoint.Endpoint
 	hs     *http.Server
@@ -62,15 +63,21 @@ func (r *cacheRole) start(ctx context.Context, s *Server) error {
 		r.origin = ep
 	}
 	copts := cache.Options{Log: s.log, MayList: s.mayList()}
-	if s.shared != nil && len(cs.Group) == 1 && cs.Group[0] == config.GroupShared {
-		// The group is whoever registers in Redis under this name.
-		copts.Membership = s.shared.Group("cache")
+	if s.shared != nil {
+		// Writes elsewhere reach the cache through the shared
+		// invalidations (forgetShared) once this process is a member.
+		copts.Trusted = s.shared.Trusted
+		if len(cs.Group) == 1 && cs.Group[0] == config.GroupShared {
+			// The group is whoever registers in Redis under this name.
+			copts.Membership = s.shared.Group("cache")
+		}
 	}
 	c, err := cache.New(s.runCtx, cacheConfig(cs), origin, copts)
 	if err != nil {
 		return err
 	}
-	r.c, s.cache = c, c
+	r.s, r.c, s.cache = s, c, c
+	s.wroteCache.Store(c)
 	if cs.Listen == "" {
 		fmt.Fprintf(s.out, "cache of %s in %s, on the federator's listener (GET and HEAD)\n", cs.Origin, cs.Dir)
 		return nil
@@ -102,6 +109,7 @@ func (r *cacheRole) start(ctx context.Context, s *Server) error {
 }
 
 func (r *cacheRole) stop(ctx context.Context) error {
+	r.s.wroteCache.Store(nil) // a closed cache forgets nothing more
 	if r.hs != nil {
 		if err := r.hs.Shutdown(ctx); err != nil {
 			r.hs.Close()

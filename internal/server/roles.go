@@ -127,18 +127,7 @@ type sharedRole struct {
 func (r *sharedRole) start(ctx context.Context, s *Server) error {
 	sc := s.cfg.Shared
 	c, err := shared.New(ctx, shared.Options{URL: sc.Redis, Node: sc.Node, Lease: sc.Lease.D(), Log: s.log,
-		// The federator starts after: until it has, there is nothing
-		// of it to drop.
-		OnInvalidate: func(paths []string) {
-			if f := s.sharedFed.Load(); f != nil {
-				f.ForgetShared(paths)
-			}
-		},
-		OnFlush: func() {
-			if f := s.sharedFed.Load(); f != nil {
-				f.ForgetAll()
-			}
-		}})
+		OnInvalidate: s.forgetShared, OnFlush: s.forgetAllShared})
 	if err != nil {
 		return err
 	}
@@ -146,6 +135,41 @@ func (r *sharedRole) start(ctx context.Context, s *Server) error {
 	r.run.run(s.runCtx, c.Run)
 	fmt.Fprintf(s.out, "sharing state through %s as %s\n", sc.Redis, c.Node())
 	return nil
+}
+
+// forgetShared is the shared client's OnInvalidate: the paths another
+// process of the lake wrote leave this process's memory before it
+// acknowledges. With a federator, through it (its metadata, then the
+// other roles through its write hook); else (a cache of its own, whose
+// origin is a federator elsewhere) straight through the write hook.
+// The roles start after the shared state: until one has, there is
+// nothing of it to drop.
+func (s *Server) forgetShared(paths []string) {
+	if f := s.sharedFed.Load(); f != nil {
+		f.ForgetShared(paths)
+		return
+	}
+	for _, p := range paths {
+		s.wroteLocal(p)
+	}
+}
+
+// forgetAllShared is the shared client's OnFlush: this process may have
+// missed writes, so nothing it learned of the endpoints is trusted
+// without asking again: the federator drops its metadata, the cache
+// revalidates every file at its next read. And the shared state may
+// have lost what this process told it (Redis restarted): the buffer
+// tells it again what it holds.
+func (s *Server) forgetAllShared() {
+	if f := s.sharedFed.Load(); f != nil {
+		f.ForgetAll()
+	}
+	if c := s.wroteCache.Load(); c != nil {
+		c.Distrust()
+	}
+	if b := s.sharedBuffer.Load(); b != nil {
+		b.Resync()
+	}
 }
 
 func (r *sharedRole) stop(ctx context.Context) error {
@@ -163,6 +187,7 @@ func (r *federatorRole) start(_ context.Context, s *Server) error {
 	}
 	if s.shared != nil {
 		opts.Shared, opts.SharedWritesLocal = s.shared, s.cfg.Shared.WritesWhenDegraded == config.WritesLocal
+		opts.Self = s.cfg.Shared.Advertise
 	}
 	fed, err := federation.New(s.runCtx, *s.cfg.Federation, opts)
 	if err != nil {

@@ -117,11 +117,18 @@ type Server struct {
 	// sharedFed is fed for the shared client's subscription, which runs
 	// before the federator starts.
 	sharedFed atomic.Pointer[federation.Federator]
-	door      *xrootd.Server // the federation's root:// door
-	doorAddr  net.Addr
-	cacheDoor *xrootd.Server // the cache's root:// door
-	frontTLS  bool           // the front listener serves HTTPS
-	cacheTLS  bool
+	// wroteCache is cache for the write hooks (wroteLocal), which run on
+	// other goroutines (the shared subscription) from before the cache
+	// starts to after it stops.
+	wroteCache atomic.Pointer[cache.Cache]
+	// sharedBuffer is buffer for the shared client's flush
+	// (forgetAllShared), which runs on its own goroutine.
+	sharedBuffer atomic.Pointer[buffer.Buffer]
+	door         *xrootd.Server // the federation's root:// door
+	doorAddr     net.Addr
+	cacheDoor    *xrootd.Server // the cache's root:// door
+	frontTLS     bool           // the front listener serves HTTPS
+	cacheTLS     bool
 
 	tlsMu     sync.Mutex
 	reloaders []*auth.Reloader // every listener's certificate, for reloadTLS

@@ -24,27 +24,57 @@ type Meta struct {
 	// Version is the path's write count when it was read, and the run
 	// of the Redis server it was read on, for StoreMeta.
 	Version string
+	// Hold is the path's hold (hold.go), read with the entry: nil when
+	// no process holds it.
+	Hold *Hold
 }
 
 // LoadMeta returns p's second-level entry (Value nil when there is none)
 // and the path's version, which a look-up that goes on to ask the
-// endpoints hands to StoreMeta.
+// endpoints hands to StoreMeta, and its hold, in one round trip.
 func (c *Client) LoadMeta(ctx context.Context, p string) (Meta, error) {
 	if c.degraded.Load() {
 		return Meta{}, ErrDegraded
 	}
+	m, err := c.loadMeta(ctx, p)
+	if errors.Is(err, errNoScript) {
+		// The server has not seen the hold script yet (it restarted, or
+		// nobody asked before): load it, and ask again, once.
+		if err := loadHold.Load(ctx, c.rdb).Err(); err != nil {
+			return Meta{}, c.unreachable(err)
+		}
+		m, err = c.loadMeta(ctx, p)
+	}
+	return m, err
+}
+
+// errNoScript: the server does not have a script asked by its hash.
+var errNoScript = errors.New("shared: script not loaded")
+
+func (c *Client) loadMeta(ctx context.Context, p string) (Meta, error) {
 	pipe := c.rdb.Pipeline()
 	val := pipe.Get(ctx, Key("md", p))
 	ver := pipe.Get(ctx, Key("ver", p))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	// By its hash: sending the script itself (EVAL) costs more than a
+	// round trip of its own (the server hashes it every time).
+	hold := loadHold.EvalSha(ctx, pipe, []string{Key("hold", p), Key("members")})
+	_, err := pipe.Exec(ctx)
+	if redis.HasErrorPrefix(hold.Err(), "NOSCRIPT") {
+		return Meta{}, errNoScript
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return Meta{}, c.unreachable(err)
+	}
+	h, err := parseHold(hold)
+	if err != nil {
+		return Meta{}, err
 	}
 	id := c.server()
 	count := "0"
 	if v, err := ver.Result(); err == nil {
 		count = v
 	}
-	m := Meta{Version: id + " " + count}
+	m := Meta{Version: id + " " + count, Hold: h}
 	if b, err := val.Bytes(); err == nil {
 		m.Value = unwrap(id, b)
 	}

@@ -1,10 +1,12 @@
 // Package shared is the state that several lakefed processes share
 // through Redis (Redis 7, Debian's redis-server): the federators'
 // membership, the invalidation of a written path in every process before
-// the write is acknowledged, a second level of the metadata cache, and
-// short leases that let one process do what would otherwise be done by
-// all (a cold look-up, a health probe). Nothing home-made coordinates:
-// every decision is a Redis command or a Lua script run by Redis.
+// the write is acknowledged, a second level of the metadata cache, the
+// holds of write buffers on the files they have not yet carried to their
+// targets (hold.go), and short leases that let one process do what would
+// otherwise be done by all (a cold look-up, a health probe). Nothing
+// home-made coordinates: every decision is a Redis command or a Lua
+// script run by Redis.
 //
 //	c, err := shared.New(ctx, shared.Options{URL: "redis://127.0.0.1:6379/0",
 //		OnInvalidate: func(paths []string) { fed.ForgetLocal(paths...) },
@@ -193,6 +195,10 @@ func (c *Client) server() string {
 // Node is this member's name.
 func (c *Client) Node() string { return c.node }
 
+// Lease is how long a member is trusted without renewing: how long a
+// process that died is still taken for a member.
+func (c *Client) Lease() time.Duration { return c.opts.Lease }
+
 // Degraded reports whether Redis could not be reached at the last try.
 func (c *Client) Degraded() bool { return c.degraded.Load() }
 
@@ -281,6 +287,16 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 `)
+
+// Members lists the live members (this one too, when it is one): the
+// processes every write waits for.
+func (c *Client) Members(ctx context.Context) ([]string, error) {
+	m, err := liveMembers.Run(ctx, c.rdb, []string{Key("members")}).StringSlice()
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	return m, nil
+}
 
 // Run keeps the membership and the subscriptions until ctx ends.
 func (c *Client) Run(ctx context.Context) {
