@@ -124,19 +124,43 @@ func (f *Federator) probeLoop(ctx context.Context, m *member) {
 	for {
 		s := f.snap.Load()
 		hc := s.cfg.Health
-		if !f.sharedProbe(ctx, s, m) {
+		round := f.sharedProbe(ctx, s, m)
+		if round == probeSelf {
 			f.probeOnce(ctx, s, m)
 		}
 		f.sharedExclusion(ctx, m)
-		t := time.NewTimer(hc.Interval.D())
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+		// A federator that takes another's verdicts looks at them a few
+		// times an interval: the prober's probe may come at any moment
+		// of it, and all federators should agree within about one.
+		steps := 1
+		if round == followed {
+			steps = followSteps
+		}
+		for i := range steps {
+			t := time.NewTimer(hc.Interval.D() / time.Duration(steps))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if i < steps-1 {
+				f.followShared(ctx, m)
+			}
 		}
 	}
 }
+
+// followSteps is how many times an interval a federator that does not
+// probe an endpoint itself reads the shared verdict on it.
+const followSteps = 4
+
+// A round of the health checks of one endpoint, with shared state.
+const (
+	probeSelf = iota // probe it yourself: nothing is shared, or nobody published
+	probed           // this federator probed it and published the verdict
+	followed         // this federator took another's published verdict
+)
 
 // probeOnce runs one round of probes: one, and more at once while the
 // connection is refused.
@@ -201,27 +225,43 @@ type sharedState struct {
 // state: each interval, one of them (whoever takes the endpoint's lease)
 // probes it and publishes its state, and the others take that state, so
 // an endpoint gets one probe per interval, not one per federator, and
-// all of them agree on it. It reports false when this federator must
-// probe itself: it shares nothing, Redis cannot be reached, or nobody
-// published a state (the prober died; its lease ends within an interval).
-func (f *Federator) sharedProbe(ctx context.Context, s *snapshot, m *member) bool {
+// all of them agree on it. It reports the round: probed (this federator
+// took the lease and probed), followed (it took another's verdict), or
+// probeSelf when it must probe itself: it shares nothing, Redis cannot be
+// reached, or nobody published a state (the prober died; its lease ends
+// within an interval).
+func (f *Federator) sharedProbe(ctx context.Context, s *snapshot, m *member) int {
 	sh := f.opts.Shared
 	if sh == nil || sh.Degraded() {
-		return false
+		return probeSelf
 	}
 	interval := s.cfg.Health.Interval.D()
 	got, err := sh.TryLease(ctx, "probe:"+m.name, interval*9/10)
 	if err != nil {
-		return false
+		return probeSelf
 	}
-	key := "health:" + m.name
 	if got {
 		f.probeOnce(ctx, s, m)
 		b, _ := json.Marshal(sharedState{Up: m.h.up.Load(), Err: m.lastErr(), Node: sh.Node()})
-		_ = sh.Put(ctx, key, b, 3*interval)
-		return true
+		_ = sh.Put(ctx, healthKey(m), b, 3*interval)
+		return probed
 	}
-	b, err := sh.Get(ctx, key)
+	if !f.followShared(ctx, m) {
+		return probeSelf
+	}
+	return followed
+}
+
+func healthKey(m *member) string { return "health:" + m.name }
+
+// followShared takes the verdict on m another federator published, and
+// reports whether there was one.
+func (f *Federator) followShared(ctx context.Context, m *member) bool {
+	sh := f.opts.Shared
+	if sh == nil || sh.Degraded() {
+		return false
+	}
+	b, err := sh.Get(ctx, healthKey(m))
 	var st sharedState
 	if err != nil || b == nil || json.Unmarshal(b, &st) != nil {
 		return false

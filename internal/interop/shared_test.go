@@ -46,6 +46,9 @@ type lakeOptions struct {
 	shared func(i int) string
 	// mode is the federation's mode; "": redirect.
 	mode string
+	// redis returns the Redis URL federator i uses, given the lake's
+	// Redis; "": the lake's.
+	redis func(i int, r *testenv.Redis) string
 }
 
 func startSharedLake(t *testing.T, opts ...lakeOptions) *sharedLake {
@@ -76,7 +79,7 @@ func startSharedLakeIn(t *testing.T, ns *testenv.NetNS, opts ...lakeOptions) *sh
 		port := testenv.FreePort(t)
 		addr := net.JoinHostPort(host, strconv.Itoa(port))
 		l.sites = append(l.sites, &proc{bin: bin, port: port, addr: addr, log: root + ".log",
-			args: []string{"storage", "--root", root, "--listen", addr}})
+			args: []string{"storage", "--root", root, "--listen", addr, "--access-log"}})
 		l.dirs = append(l.dirs, root)
 		fmt.Fprintf(&eps, "    - {name: %s, url: \"http://%s/\", writable: true, priority: %d, timeout: 20s}\n", name, addr, i+1)
 	}
@@ -95,6 +98,12 @@ func startSharedLakeIn(t *testing.T, ns *testenv.NetNS, opts ...lakeOptions) *sh
 		if mode == "" {
 			mode = "redirect"
 		}
+		redisURL := l.redis.URL
+		if o.redis != nil {
+			if u := o.redis(i, l.redis); u != "" {
+				redisURL = u
+			}
+		}
 		cfg := fmt.Sprintf(`listen: 127.0.0.1:%d
 shared: {redis: %q, lease: 1s, node: fed-%d%s}
 %sfederation:
@@ -102,7 +111,7 @@ shared: {redis: %q, lease: 1s, node: fed-%d%s}
   metadata_cache: {ttl: 1h, negative_ttl: 1h}
   health: {interval: 500ms, timeout: 5s, fail_after: 3, recover_after: 1}
   endpoints:
-%s`, port, l.redis.URL, i, sharedExtra, extra, mode, eps.String())
+%s`, port, redisURL, i, sharedExtra, extra, mode, eps.String())
 		f := filepath.Join(dir, fmt.Sprintf("fed-%d.yaml", i))
 		if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
