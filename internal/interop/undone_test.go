@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -17,46 +16,27 @@ import (
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
-// proc is a lakefed child process on a fixed loopback port, which a test
-// may kill -9, stop, continue and start again on the same port.
+// proc is a lakefed child process on a fixed loopback port (testenv.Proc,
+// in the spelling the interop tests use).
 type proc struct {
 	bin  string
 	args []string
 	port int
 	log  string
-	cmd  *exec.Cmd
+	p    testenv.Proc
 }
 
 func (p *proc) start(t *testing.T) {
 	t.Helper()
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p.cmd = exec.Command(p.bin, p.args...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", p.args, err)
-	}
-	if err := testenv.WaitPort(p.port, 30*time.Second); err != nil {
-		log, _ := os.ReadFile(p.log)
-		t.Fatalf("%v: %v\n%s", p.args, err, log)
-	}
+	p.p = testenv.Proc{Bin: p.bin, Args: p.args, Port: p.port, Log: p.log}
+	p.p.Start(t)
 }
 
-func (p *proc) kill() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once continued
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-		p.cmd = nil
-	}
-}
+func (p *proc) kill() { p.p.Kill() }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.p.Signal(sig); err != nil {
 		t.Fatalf("signal %v: %v", sig, err)
 	}
 }

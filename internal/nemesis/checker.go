@@ -40,6 +40,8 @@ import (
 //     the lake's back binds no node this way.
 //   - Every failure is of a declared kind, and no answer takes longer
 //     than the declared bound.
+//   - After every fault healed, reads are answered (a final read that
+//     keeps failing hides what the lake holds).
 //   - At the end no role leaves files that nothing holds (Inspect).
 //
 // Check is a pure function of the history.
@@ -64,6 +66,7 @@ const (
 	UndeclaredErr  = "undeclared-error"
 	TooSlow        = "too-slow"
 	OrphanLeftover = "orphan"
+	Unreadable     = "unreadable-at-end"
 )
 
 // Violation is one answer the model does not allow.
@@ -157,6 +160,10 @@ func Check(ops []Op, lim Limits) []Violation {
 			out = append(out, Violation{Kind: OrphanLeftover, Op: op.ID, Node: op.Node,
 				Detail: fmt.Sprintf("%d files nothing holds: %s", len(op.Leftovers), strings.Join(first(op.Leftovers, 5), ", "))})
 		}
+		if op.Final && !op.OK {
+			out = append(out, Violation{Kind: Unreadable, Op: op.ID, Node: op.Node, Path: op.Path,
+				Detail: fmt.Sprintf("a final %s, after every fault healed, still failed: %s %s", op.Kind, op.ErrKind, op.Err)})
+		}
 		if !readValue(op) {
 			continue
 		}
@@ -222,7 +229,7 @@ func collectWrites(ops []Op) map[string]*pathWrites {
 // checkAnswer holds any workload answer to the declared failures and
 // the bound.
 func checkAnswer(op *Op, declared map[string]bool, bound time.Duration) []Violation {
-	if op.Client < 0 || op.Kind == Fault || op.Kind == Inspect {
+	if op.Client < 0 || op.Kind == FaultOp || op.Kind == Inspect {
 		return nil
 	}
 	var out []Violation

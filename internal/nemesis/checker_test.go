@@ -85,6 +85,8 @@ func TestCheckerFindsEach(t *testing.T) {
 			h(Op{Kind: Get, Start: 0, End: 10, Status: 500, ErrKind: "500"}), UndeclaredErr, 0},
 		{"too slow",
 			h(Op{Kind: Get, Start: 0, End: int64(2 * time.Second), ErrKind: "504"}), TooSlow, 0},
+		{"a final read that still fails after the heal",
+			h(put(1, 0, 10, true), Op{Kind: Get, Start: 100, End: 110, Final: true, Status: 503, ErrKind: "503"}), Unreadable, 1},
 		{"orphaned spool files",
 			h(Op{Kind: Inspect, Client: -1, Node: "buffer", Leftovers: []string{"data/17"}}), OrphanLeftover, 0},
 	}

@@ -31,8 +31,8 @@ const (
 	// Diverge is the nemesis writing a version straight into a site's
 	// directory, behind the federation's back.
 	Diverge Kind = "diverge"
-	// Fault is a fault the nemesis started or healed (no path).
-	Fault Kind = "fault"
+	// FaultOp is a fault the nemesis started or healed (no path).
+	FaultOp Kind = "fault"
 	// Inspect lists the files a role left in its directory at the end
 	// (Leftovers): the buffer's spool, the cache's blocks.
 	Inspect Kind = "inspect"

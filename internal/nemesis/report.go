@@ -20,7 +20,7 @@ func Summary(w io.Writer, seed uint64, ops []Op, vs []Violation) error {
 	faults := map[string]int{}
 	for _, op := range ops {
 		switch op.Kind {
-		case Fault:
+		case FaultOp:
 			if op.Target != "heal" {
 				faults[op.Fault]++
 			}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -23,14 +24,32 @@ type Redis struct {
 // the test, or fails it under LAKEFED_REQUIRE_INTEROP=1.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
+	return StartRedisWith(t, RedisOptions{})
+}
+
+// RedisOptions are how StartRedisWith starts redis-server.
+type RedisOptions struct {
+	// Bind is the address it listens on. Default 127.0.0.1.
+	Bind string
+	// Env is added to its environment (for instance libfaketime's).
+	Env []string
+}
+
+// StartRedisWith is StartRedis with options.
+func StartRedisWith(t testing.TB, o RedisOptions) *Redis {
+	t.Helper()
 	bin := Require(t, "redis-server")
+	if o.Bind == "" {
+		o.Bind = "127.0.0.1"
+	}
 	dir := t.TempDir()
 	var last error
 	for range 3 {
 		port := FreePort(t)
-		r := &Redis{Server: &Server{Dir: dir, Port: port}, dir: dir,
-			Addr: "127.0.0.1:" + strconv.Itoa(port), URL: "redis://127.0.0.1:" + strconv.Itoa(port) + "/0"}
-		r.args = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		addr := net.JoinHostPort(o.Bind, strconv.Itoa(port))
+		r := &Redis{Server: &Server{Dir: dir, Port: port, host: o.Bind, env: o.Env}, dir: dir,
+			Addr: addr, URL: "redis://" + addr + "/0"}
+		r.args = []string{bin, "--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", dir,
 			"--save", "", "--appendonly", "no", "--protected-mode", "yes"}
 		if last = tryStart(t, r.Server, filepath.Join(dir, "redis.log"), []int{port}, r.args[0], r.args[1:]...); last == nil {
 			return r

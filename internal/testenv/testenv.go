@@ -63,7 +63,11 @@ func FreePort(t testing.TB) int {
 
 // WaitPort waits until something accepts connections on 127.0.0.1:port.
 func WaitPort(port int, within time.Duration) error {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return WaitAddr(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), within)
+}
+
+// WaitAddr waits until something accepts connections on addr (host:port).
+func WaitAddr(addr string, within time.Duration) error {
 	var err error
 	if Within(within, func() bool {
 		var c net.Conn
@@ -90,6 +94,10 @@ type Server struct {
 
 	cmd   *exec.Cmd
 	state string
+	// host is the address it listens on (default 127.0.0.1); env is
+	// added to its environment.
+	host string
+	env  []string
 	// How it was started, for Restart.
 	log  string
 	bin  string
@@ -155,6 +163,9 @@ func tryStart(t testing.TB, s *Server, log string, ports []int, name string, arg
 	// (nginx's master does not take its workers down on SIGKILL).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	s.log, s.bin, s.args = log, name, args
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -163,8 +174,12 @@ func tryStart(t testing.TB, s *Server, log string, ports []int, name string, arg
 	f.Close()
 	s.cmd = cmd
 	t.Cleanup(s.Stop)
+	host := s.host
+	if host == "" {
+		host = "127.0.0.1"
+	}
 	for _, p := range ports {
-		if err := WaitPort(p, 15*time.Second); err != nil {
+		if err := WaitAddr(net.JoinHostPort(host, strconv.Itoa(p)), 15*time.Second); err != nil {
 			out, _ := os.ReadFile(log)
 			s.Stop()
 			return fmt.Errorf("%s did not start: %v\n%s", name, err, out)
