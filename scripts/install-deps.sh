@@ -12,6 +12,8 @@ apt_pkgs=(
   gfal2-plugin-http gfal2-plugin-file gfal2-plugin-xrootd
   wrk apache2-utils chromium chromium-driver attr openssl
   redis-server
+  # the nemesis cuts a federator off in a network namespace of its own (ip netns)
+  iproute2
   # bench/xroot.sh PACED=1 builds the CMS AAA scale test's XrdCl client
   g++ libxrootd-client-dev libpcre3-dev
 )

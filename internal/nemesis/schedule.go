@@ -27,9 +27,6 @@ const (
 	FullDisk FaultKind = "full-disk"
 	// RedisKill is kill -9 of Redis, restarted (empty) when healed.
 	RedisKill FaultKind = "redis-kill"
-	// ClockSkew moves a process's clock (libfaketime's offset file)
-	// forward by Skew, back to true time when healed.
-	ClockSkew FaultKind = "clock-skew"
 )
 
 // Targets are what each kind of fault may hit, as the runner names
@@ -45,8 +42,6 @@ type Fault struct {
 	Target string
 	// Seed drives the fault's own choices (which path diverges).
 	Seed uint64
-	// Skew is a ClockSkew's offset.
-	Skew time.Duration
 }
 
 // Schedule returns the faults of a run of length d for seed: a pure
@@ -77,12 +72,6 @@ func Schedule(seed uint64, d time.Duration, targets Targets) []Fault {
 		ts := targets[k]
 		f := Fault{At: at, Kind: k, Target: ts[rng.IntN(len(ts))], Seed: rng.Uint64(),
 			For: 2*time.Second + time.Duration(rng.Int64N(int64(10*time.Second)))}
-		if k == ClockSkew {
-			f.Skew = time.Duration(1+rng.IntN(60)) * time.Second
-			if rng.IntN(2) == 0 {
-				f.Skew = -f.Skew
-			}
-		}
 		if k == Divergence {
 			f.For = 0
 		}

@@ -9,7 +9,7 @@ import (
 // TestScheduleReplays: one seed, one schedule; another seed, another;
 // never two faults on one target at once, never more than two at once.
 func TestScheduleReplays(t *testing.T) {
-	targets := Targets{Kill: {"fed-0", "site-a"}, Pause: {"fed-1"}, Divergence: {"site-a"}, ClockSkew: {"redis"}}
+	targets := Targets{Kill: {"fed-0", "site-a"}, Pause: {"fed-1"}, Divergence: {"site-a"}, RedisKill: {"redis"}}
 	a := Schedule(7, 10*time.Minute, targets)
 	if len(a) < 50 {
 		t.Fatalf("Schedule gave %d faults in 10 minutes", len(a))

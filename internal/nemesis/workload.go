@@ -141,32 +141,58 @@ func (w *Workload) Client(ctx context.Context, id int, rng *rand.Rand) {
 		p := w.Paths[rng.IntN(len(w.Paths))]
 		n := w.pick(rng, p)
 		r := rng.IntN(100)
+		write := !p.Once || !wrote[p.Name]
+		var op Op
 		switch {
-		case n.RootURL != "" && r < 50:
-			w.XGet(ctx, id, n, p.Name, false, &cc)
+		case n.RootURL != "" && (r < 50 || !write):
+			op = w.XGet(ctx, id, n, p.Name, false, &cc)
 		case n.RootURL != "":
-			if !p.Once || !wrote[p.Name] {
-				wrote[p.Name] = true
-				w.XPut(ctx, id, n, p.Name)
-			}
-		case n.Writes && r < 30:
-			if !p.Once || !wrote[p.Name] {
-				wrote[p.Name] = true
-				w.Put(ctx, id, n, p.Name)
-			}
+			wrote[p.Name] = true
+			op = w.XPut(ctx, id, n, p.Name)
+		case n.Writes && r < 30 && write:
+			wrote[p.Name] = true
+			op = w.Put(ctx, id, n, p.Name)
 		case n.Writes && r < 36 && !p.Once:
-			w.Delete(ctx, id, n, p.Name)
+			op = w.Delete(ctx, id, n, p.Name)
 		case r < 60:
-			w.Get(ctx, id, n, p.Name, false, &cc)
+			op = w.Get(ctx, id, n, p.Name, false, &cc)
 		case r < 85:
 			size := int64(MaxSize)
 			if vs := w.Versions.Written(p.Name); len(vs) > 0 {
 				size = Size(p.Name, vs[len(vs)-1])
 			}
-			off := rng.Int64N(size)
-			w.Range(ctx, id, n, p.Name, off, 1+rng.Int64N(96<<10), &cc)
+			op = w.Range(ctx, id, n, p.Name, rng.Int64N(size), 1+rng.Int64N(96<<10), &cc)
 		default:
-			w.Head(ctx, id, n, p.Name)
+			op = w.Head(ctx, id, n, p.Name)
+		}
+		if ctx.Err() != nil && !op.OK && !op.Kind.IsWrite() {
+			continue // cut short by the end of the run, not by the lake
+		}
+		w.History.Add(op)
+	}
+}
+
+// FinalRead reads the whole of p through n after every fault healed,
+// again while it fails, until deadline: every attempt is in the
+// history, the last one marked final.
+func (w *Workload) FinalRead(ctx context.Context, client int, n Node, p string, deadline time.Time) {
+	var cc content
+	for {
+		var op Op
+		if n.RootURL != "" {
+			op = w.XGet(ctx, client, n, p, true, &cc)
+		} else {
+			op = w.Get(ctx, client, n, p, true, &cc)
+		}
+		if op.OK || time.Now().After(deadline) || ctx.Err() != nil {
+			w.History.Add(op)
+			return
+		}
+		op.Final = false
+		w.History.Add(op)
+		select { // a failing node is asked again after a pause, not in a loop
+		case <-ctx.Done():
+		case <-time.After(time.Second):
 		}
 	}
 }
@@ -182,49 +208,45 @@ func (w *Workload) pick(rng *rand.Rand, p Path) Node {
 	}
 }
 
-// record finishes op and adds it to the history.
-func (w *Workload) record(op Op) { w.History.Add(op) }
-
 // Put writes a new version of p through n.
-func (w *Workload) Put(ctx context.Context, client int, n Node, p string) {
+func (w *Workload) Put(ctx context.Context, client int, n Node, p string) Op {
 	v := w.Versions.Next(p)
 	body := Content(p, v)
 	op := Op{Client: client, Node: n.Name, Kind: Put, Path: p, Version: v, Start: w.now()}
 	status, _, _, err := w.do(ctx, http.MethodPut, n.URL+p, body, nil)
 	op.End = w.now()
 	w.answer(&op, status, err, false)
-	w.record(op)
+	return op
 }
 
 // Delete removes p through n.
-func (w *Workload) Delete(ctx context.Context, client int, n Node, p string) {
+func (w *Workload) Delete(ctx context.Context, client int, n Node, p string) Op {
 	op := Op{Client: client, Node: n.Name, Kind: Delete, Path: p, Version: w.Versions.Next(p), Start: w.now()}
 	status, _, _, err := w.do(ctx, http.MethodDelete, n.URL+p, nil, nil)
 	op.End = w.now()
 	w.answer(&op, status, err, true)
-	w.record(op)
+	return op
 }
 
 // Get reads the whole of p through n.
-func (w *Workload) Get(ctx context.Context, client int, n Node, p string, final bool, cc *content) {
+func (w *Workload) Get(ctx context.Context, client int, n Node, p string, final bool, cc *content) Op {
 	op := Op{Client: client, Node: n.Name, Kind: Get, Path: p, Start: w.now(), Final: final}
 	status, _, body, err := w.do(ctx, http.MethodGet, n.URL+p, nil, nil)
 	op.End = w.now()
 	if w.answer(&op, status, err, true) && !op.Absent {
 		w.decode(&op, 0, body, cc, func(v int) bool { return int64(len(body)) == Size(p, v) })
 	}
-	w.record(op)
+	return op
 }
 
 // Range reads bytes [off, off+n) of p through node.
-func (w *Workload) Range(ctx context.Context, client int, node Node, p string, off, n int64, cc *content) {
+func (w *Workload) Range(ctx context.Context, client int, node Node, p string, off, n int64, cc *content) Op {
 	op := Op{Client: client, Node: node.Name, Kind: Range, Path: p, Off: off, Len: n, Start: w.now()}
 	h := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+n-1)}}
 	status, hdr, body, err := w.do(ctx, http.MethodGet, node.URL+p, nil, h)
 	op.End = w.now()
 	if !w.answer(&op, status, err, true) || op.Absent {
-		w.record(op)
-		return
+		return op
 	}
 	switch status {
 	case http.StatusRequestedRangeNotSatisfiable:
@@ -245,11 +267,11 @@ func (w *Workload) Range(ctx context.Context, client int, node Node, p string, o
 	default: // 200: the whole file
 		w.decode(&op, 0, body, cc, func(v int) bool { return int64(len(body)) == Size(p, v) })
 	}
-	w.record(op)
+	return op
 }
 
 // Head asks p's size through n.
-func (w *Workload) Head(ctx context.Context, client int, n Node, p string) {
+func (w *Workload) Head(ctx context.Context, client int, n Node, p string) Op {
 	op := Op{Client: client, Node: n.Name, Kind: Head, Path: p, Start: w.now()}
 	status, hdr, _, err := w.do(ctx, http.MethodHead, n.URL+p, nil, nil)
 	op.End = w.now()
@@ -258,7 +280,7 @@ func (w *Workload) Head(ctx context.Context, client int, n Node, p string) {
 		op.Versions = SizeVersions(p, op.Size, w.Versions.Written(p))
 		op.Unknown = len(op.Versions) == 0
 	}
-	w.record(op)
+	return op
 }
 
 // decode traces a read's bytes; fits says which versions the length of
@@ -342,43 +364,37 @@ func (w *Workload) do(ctx context.Context, method, u string, body []byte, h http
 }
 
 // XPut writes a new version of p with xrdcp through the door n.
-func (w *Workload) XPut(ctx context.Context, client int, n Node, p string) {
+func (w *Workload) XPut(ctx context.Context, client int, n Node, p string) Op {
 	v := w.Versions.Next(p)
 	src := filepath.Join(w.TmpDir, fmt.Sprintf("put-%d", client))
 	op := Op{Client: client, Node: n.Name, Kind: XPut, Path: p, Version: v}
 	if err := os.WriteFile(src, Content(p, v), 0o644); err != nil {
 		op.Err, op.ErrKind = err.Error(), "runner"
-		w.record(op)
-		return
+		return op
 	}
 	op.Start = w.now()
-	out, err := w.xrdcp(ctx, src, n.RootURL+"/"+p)
+	_, out, err := w.xrdcp(ctx, src, n.RootURL+"/"+p)
 	op.End = w.now()
 	w.doorAnswer(&op, out, err, false)
-	w.record(op)
+	return op
 }
 
-// XGet reads the whole of p with xrdcp through the door n.
-func (w *Workload) XGet(ctx context.Context, client int, n Node, p string, final bool, cc *content) {
-	dst := filepath.Join(w.TmpDir, fmt.Sprintf("get-%d", client))
-	_ = os.Remove(dst)
+// XGet reads the whole of p with xrdcp through the door n (to its
+// standard output).
+func (w *Workload) XGet(ctx context.Context, client int, n Node, p string, final bool, cc *content) Op {
 	op := Op{Client: client, Node: n.Name, Kind: XGet, Path: p, Start: w.now(), Final: final}
-	out, err := w.xrdcp(ctx, n.RootURL+"/"+p, dst)
+	body, out, err := w.xrdcp(ctx, n.RootURL+"/"+p, "-")
 	op.End = w.now()
 	if w.doorAnswer(&op, out, err, true) {
-		body, err := os.ReadFile(dst)
-		if err != nil {
-			op.OK, op.Err, op.ErrKind = false, err.Error(), "runner"
-		} else {
-			w.decode(&op, 0, body, cc, func(v int) bool { return int64(len(body)) == Size(p, v) })
-		}
+		w.decode(&op, 0, body, cc, func(v int) bool { return int64(len(body)) == Size(p, v) })
 	}
-	w.record(op)
+	return op
 }
 
 // xrdcp runs one copy, bounded by the workload's timeout (the client's
-// own timeouts a little below it).
-func (w *Workload) xrdcp(ctx context.Context, src, dst string) (string, error) {
+// own timeouts a little below it), and returns what it wrote to its
+// standard output and its messages.
+func (w *Workload) xrdcp(ctx context.Context, src, dst string) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, w.Xrdcp, "-f", "-s", "-N", src, dst)
@@ -386,11 +402,13 @@ func (w *Workload) xrdcp(ctx context.Context, src, dst string) (string, error) {
 	cmd.Env = append(os.Environ(), "XRD_REQUESTTIMEOUT="+secs, "XRD_STREAMTIMEOUT="+secs,
 		"XRD_CONNECTIONRETRY=1", "XRD_TIMEOUTRESOLUTION=1")
 	cmd.WaitDelay = 2 * time.Second
-	out, err := cmd.CombinedOutput()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
 	if ctx.Err() != nil && err != nil {
-		return string(out), context.DeadlineExceeded
+		return nil, stderr.String(), context.DeadlineExceeded
 	}
-	return string(out), err
+	return stdout.Bytes(), stderr.String(), err
 }
 
 // doorAnswer classifies an xrdcp run: done, not found (a read's

@@ -1,11 +1,9 @@
 package testenv
 
 import (
-	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 )
 
@@ -42,6 +40,12 @@ func StartRedisWith(t testing.TB, o RedisOptions) *Redis {
 	if o.Bind == "" {
 		o.Bind = "127.0.0.1"
 	}
+	// Protected mode takes only loopback clients: on another address
+	// (a test's own veth link) every client would be refused.
+	protected := "yes"
+	if o.Bind != "127.0.0.1" {
+		protected = "no"
+	}
 	dir := t.TempDir()
 	var last error
 	for range 3 {
@@ -50,7 +54,7 @@ func StartRedisWith(t testing.TB, o RedisOptions) *Redis {
 		r := &Redis{Server: &Server{Dir: dir, Port: port, host: o.Bind, env: o.Env}, dir: dir,
 			Addr: addr, URL: "redis://" + addr + "/0"}
 		r.args = []string{bin, "--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", dir,
-			"--save", "", "--appendonly", "no", "--protected-mode", "yes"}
+			"--save", "", "--appendonly", "no", "--protected-mode", protected}
 		if last = tryStart(t, r.Server, filepath.Join(dir, "redis.log"), []int{port}, r.args[0], r.args[1:]...); last == nil {
 			return r
 		}
@@ -66,12 +70,4 @@ func (r *Redis) Restart(t testing.TB) {
 	if err := tryStart(t, r.Server, filepath.Join(r.dir, "redis.log"), []int{r.Port}, r.args[0], r.args[1:]...); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Signal sends sig to redis-server (SIGSTOP, SIGCONT).
-func (r *Redis) Signal(sig syscall.Signal) error {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return fmt.Errorf("redis-server is not running")
-	}
-	return r.cmd.Process.Signal(sig)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,6 +42,9 @@ func (s *S3Server) Stop() { s.srv.Stop() }
 
 // Kill kills the server with SIGKILL, as a crash would.
 func (s *S3Server) Kill() { s.srv.Kill() }
+
+// Signal sends sig (SIGSTOP, SIGCONT) to the server.
+func (s *S3Server) Signal(sig syscall.Signal) error { return s.srv.Signal(sig) }
 
 // Restart starts the server again after Kill or Stop, on the same port
 // with the same objects.

@@ -131,6 +131,14 @@ func (s *Server) Restart(t testing.TB) {
 	start(t, s, s.log, []int{s.Port}, s.bin, s.args...)
 }
 
+// Signal sends sig (SIGSTOP, SIGCONT) to the server.
+func (s *Server) Signal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return fmt.Errorf("%s is not running", s.bin)
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
 // Kill kills the server and every process it started with SIGKILL, as a
 // crash would: connections drop mid-transfer. Stop is then a no-op.
 func (s *Server) Kill() {
