@@ -39,7 +39,10 @@ import (
 //     rule allows the older value). A version the nemesis wrote behind
 //     the lake's back binds no node this way.
 //   - Every failure is of a declared kind, and no answer takes longer
-//     than the declared bound.
+//     than the declared bound; but a request to a node the nemesis cut
+//     off (a Partition fault whose interval overlaps the request's) may
+//     wait for the client's own timeout: the clients are cut off from
+//     it too, and nothing can answer across the cut.
 //   - After every fault healed, reads are answered (a final read that
 //     keeps failing hides what the lake holds).
 //   - At the end no role leaves files that nothing holds (Inspect).
@@ -152,10 +155,13 @@ func Check(ops []Op, lim Limits) []Violation {
 		declared[k] = true
 	}
 	writes := collectWrites(ops)
+	cuts := partitions(ops)
 	legal := make([]bool, len(ops))
 	for i := range ops {
 		op := &ops[i]
-		out = append(out, checkAnswer(op, declared, lim.MaxLatency)...)
+		if !cuts.across(op) {
+			out = append(out, checkAnswer(op, declared, lim.MaxLatency)...)
+		}
 		if op.Kind == Inspect && len(op.Leftovers) > 0 {
 			out = append(out, Violation{Kind: OrphanLeftover, Op: op.ID, Node: op.Node,
 				Detail: fmt.Sprintf("%d files nothing holds: %s", len(op.Leftovers), strings.Join(first(op.Leftovers, 5), ", "))})
@@ -224,6 +230,36 @@ func collectWrites(ops []Op) map[string]*pathWrites {
 		}
 	}
 	return writes
+}
+
+// cut is a time a node was cut off by a partition.
+type cut struct {
+	node       string
+	start, end int64
+}
+
+type cuts []cut
+
+// partitions are the partitions of the history.
+func partitions(ops []Op) cuts {
+	var out cuts
+	for _, op := range ops {
+		if op.Kind == FaultOp && op.Fault == "partition" {
+			out = append(out, cut{op.Target, op.Start, op.End})
+		}
+	}
+	return out
+}
+
+// across reports whether op asked a node while it was cut off, and
+// timed out or answered late.
+func (cs cuts) across(op *Op) bool {
+	for _, c := range cs {
+		if c.node == op.Node && op.Start < c.end && c.start < op.End && (op.ErrKind == "timeout" || op.OK) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAnswer holds any workload answer to the declared failures and

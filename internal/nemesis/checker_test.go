@@ -87,6 +87,9 @@ func TestCheckerFindsEach(t *testing.T) {
 			h(Op{Kind: Get, Start: 0, End: int64(2 * time.Second), ErrKind: "504"}), TooSlow, 0},
 		{"a final read that still fails after the heal",
 			h(put(1, 0, 10, true), Op{Kind: Get, Start: 100, End: 110, Final: true, Status: 503, ErrKind: "503"}), Unreadable, 1},
+		{"a timeout on another node than the one cut off",
+			h(Op{Kind: FaultOp, Client: -1, Node: "fed-2", Fault: "partition", Target: "fed-2", Start: 0, End: int64(5 * time.Second), OK: true},
+				Op{Kind: Get, Node: "fed-1", Start: int64(time.Second), End: int64(1500 * time.Millisecond), ErrKind: "timeout"}), UndeclaredErr, 1},
 		{"orphaned spool files",
 			h(Op{Kind: Inspect, Client: -1, Node: "buffer", Leftovers: []string{"data/17"}}), OrphanLeftover, 0},
 	}
@@ -125,6 +128,9 @@ func TestCheckerLegal(t *testing.T) {
 			h(Op{Kind: Get, Start: 0, End: 10, Status: 503, ErrKind: "503"}, Op{Kind: Put, Version: 1, Start: 0, End: 10, ErrKind: "conn"})},
 		{"another node may still show the older version of an unacknowledged write",
 			h(put(1, 0, 10, true), put(2, 20, 30, false), on("fed-1", get(40, 50, 2)), on("fed-2", get(60, 70, 1)))},
+		{"a request to a node cut off times out",
+			h(Op{Kind: FaultOp, Client: -1, Node: "fed-2", Fault: "partition", Target: "fed-2", Start: 0, End: int64(5 * time.Second), OK: true},
+				Op{Kind: Put, Node: "fed-2", Version: 1, Start: int64(time.Second), End: int64(61 * time.Second), ErrKind: "timeout"})},
 		{"an empty inspection",
 			h(Op{Kind: Inspect, Client: -1, Node: "cache-0"})},
 	}

@@ -28,8 +28,8 @@ import (
 // Retry-After), 504 (a gateway's timeout), 507 (a full disk or buffer),
 // "conn" (the node asked is down or cut off), "broken" (a transfer cut
 // by a kill), "door" (the door's kXR_wait past xrdcp's patience, or
-// kXR_ServerError).
-var limits = Limits{ErrKinds: []string{"503", "504", "507", "conn", "broken", "door"}, MaxLatency: 45 * time.Second}
+// kXR_ServerError), "cut" (a request the end of the run cut short).
+var limits = Limits{ErrKinds: []string{"503", "504", "507", "conn", "broken", "door", "cut"}, MaxLatency: 45 * time.Second}
 
 // TestNemesis runs the lake under the nemesis for NEMESIS_DURATION
 // (default 3m) with the schedule of NEMESIS_SEED (default: a random

@@ -323,10 +323,12 @@ func (w *Workload) answer(op *Op, status int, err error, notFoundOK bool) bool {
 
 // errKind names a failed exchange: it could not connect (the node is
 // down, stopped past the dial timeout or cut off), it broke once
-// answering, or it ran out of time.
+// answering, it ran out of time, or the run's end cut it.
 func errKind(err error) string {
 	var ne net.Error
 	switch {
+	case errors.Is(err, context.Canceled):
+		return "cut"
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return "timeout"
 	case errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH):
@@ -385,7 +387,7 @@ func (w *Workload) XGet(ctx context.Context, client int, n Node, p string, final
 	op := Op{Client: client, Node: n.Name, Kind: XGet, Path: p, Start: w.now(), Final: final}
 	body, out, err := w.xrdcp(ctx, n.RootURL+"/"+p, "-")
 	op.End = w.now()
-	if w.doorAnswer(&op, out, err, true) {
+	if w.doorAnswer(&op, out, err, true) && !op.Absent {
 		w.decode(&op, 0, body, cc, func(v int) bool { return int64(len(body)) == Size(p, v) })
 	}
 	return op
@@ -406,7 +408,7 @@ func (w *Workload) xrdcp(ctx context.Context, src, dst string) ([]byte, string, 
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil && err != nil {
-		return nil, stderr.String(), context.DeadlineExceeded
+		return nil, stderr.String(), ctx.Err()
 	}
 	return stdout.Bytes(), stderr.String(), err
 }
@@ -419,6 +421,8 @@ func (w *Workload) doorAnswer(op *Op, out string, err error, read bool) bool {
 	case err == nil:
 		op.OK = true
 		return true
+	case errors.Is(err, context.Canceled):
+		op.Err, op.ErrKind = "the run ended", "cut"
 	case errors.Is(err, context.DeadlineExceeded):
 		op.Err, op.ErrKind = "xrdcp ran out of time: "+lastLine(out), "timeout"
 	case read && (strings.Contains(out, "[3011]") || strings.Contains(out, "No such file")):
