@@ -17,9 +17,19 @@ FUZZ_FRAMES ?= 60000x
 FUZZ_VOMS ?= 200000x
 FUZZTIMEOUT ?= 5m
 
-.PHONY: test deps build vet fuzz bench-storage
+# The nemesis (internal/nemesis): the whole lake under kills, pauses, a
+# partition, divergent replicas, full disks and Redis killed, then every
+# path read through every node and the history checked. make test runs
+# NEMESIS_CI for seed NEMESIS_CI_SEED; make nemesis runs NEMESIS_DURATION
+# of a random seed (NEMESIS_SEED=N replays one) and prints it.
+NEMESIS_CI ?= 3m
+NEMESIS_CI_SEED ?= 1
+NEMESIS_DURATION ?= 30m
+
+.PHONY: test deps build vet fuzz bench-storage nemesis nemesis-ci
 test: deps vet
 	$(GO) test -race -timeout 25m $(RACE_PKGS)
+	$(MAKE) nemesis-ci
 	$(GO) test -timeout 15m ./cmd/...
 	$(MAKE) fuzz
 
@@ -33,6 +43,15 @@ fuzz:
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzBearer$$' -fuzztime $(FUZZ_BEARER) ./internal/auth/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZ_FRAMES) ./internal/xrootd/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzVOMSAC$$' -fuzztime $(FUZZ_VOMS) ./internal/auth/
+
+nemesis-ci:
+	NEMESIS_DURATION=$(NEMESIS_CI) NEMESIS_SEED=$(NEMESIS_CI_SEED) $(GO) test -v -tags nemesis -count=1 -timeout 20m -run '^TestNemesis$$' ./internal/nemesis/
+
+nemesis:
+	@seed=$${NEMESIS_SEED:-$$(od -An -N3 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "nemesis: seed $$seed, $(NEMESIS_DURATION)"; \
+	NEMESIS_DURATION=$(NEMESIS_DURATION) NEMESIS_SEED=$$seed $(GO) test -v -tags nemesis -count=1 -timeout 90m -run '^TestNemesis$$' ./internal/nemesis/; \
+	rc=$$?; echo "nemesis: seed $$seed (replay: make nemesis NEMESIS_SEED=$$seed)"; exit $$rc
 
 deps:
 	./scripts/install-deps.sh

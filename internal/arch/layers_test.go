@@ -46,6 +46,7 @@ var layers = []struct {
 	{"internal/server", 8},
 	{"internal/demo", 9},
 	{"internal/interop", 10},
+	{"internal/nemesis", 10}, // the fault run: its runner starts the lake as the interop tests do
 	{"internal/arch", 10},
 	{"internal/testenv", 10}, // test helpers: imported by tests only (see below)
 	{"cmd/", 11},

@@ -5,13 +5,11 @@ package interop
 // a real server on loopback that a test can kill, behind one federator.
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -234,23 +232,5 @@ func (f *kindFed) peek(t *testing.T, p string) (int, string) {
 	return resp.StatusCode, resp.Header.Get("Location")
 }
 
-// lakefedBinary builds cmd/lakefed once per test binary run.
-func lakefedBinary(t *testing.T) string {
-	t.Helper()
-	goBin := testenv.Require(t, "go")
-	bin := filepath.Join(t.TempDir(), "lakefed")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if out, err := execOut(ctx, goBin, "build", "-o", bin, "../../cmd/lakefed"); err != nil {
-		t.Fatalf("go build lakefed: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// execOut runs a command under ctx and returns its combined output.
-func execOut(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
+// lakefedBinary builds cmd/lakefed (testenv.LakefedBinary).
+func lakefedBinary(t *testing.T) string { return testenv.LakefedBinary(t) }

@@ -133,7 +133,7 @@ func TestSharedDeadSite(t *testing.T) {
 	if n < 10 || n > 20*13/10+3 {
 		t.Errorf("site-b's access log shows %d probes in 20 intervals from 3 federators, want about 20 (one per interval), not 60", n)
 	}
-	l.sites[1].cmd.Process.Signal(syscall.SIGKILL)
+	l.sites[1].signal(t, syscall.SIGKILL)
 	died := time.Now()
 	for i, u := range l.urls {
 		if !testenv.Within(interval*5/4+500*time.Millisecond-time.Since(died), func() bool { return siteState(t, l, i, u, "site-b") != "up" }) {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -18,14 +17,14 @@ import (
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
-// proc is a lakefed child process on a fixed loopback port, which a test
-// may kill -9, stop, continue and start again on the same port.
+// proc is a lakefed child process on a fixed loopback port (testenv.Proc,
+// in the spelling the interop tests use).
 type proc struct {
 	bin  string
 	args []string
 	port int
 	log  string
-	cmd  *exec.Cmd
+	p    testenv.Proc
 	// addr is where it listens: 127.0.0.1:port when empty.
 	addr string
 	// ns, when set, is the network namespace it runs in.
@@ -34,45 +33,19 @@ type proc struct {
 
 func (p *proc) start(t *testing.T) {
 	t.Helper()
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
+	host := ""
+	if p.addr != "" {
+		host, _, _ = net.SplitHostPort(p.addr)
 	}
-	defer f.Close()
-	addr := p.addr
-	if addr == "" {
-		addr = "127.0.0.1:" + strconv.Itoa(p.port)
-	}
-	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	if p.ns != nil {
-		p.cmd, dial = p.ns.Command(p.bin, p.args...), p.ns.DialContext
-	} else {
-		p.cmd = exec.Command(p.bin, p.args...)
-		// Killed with the test binary, whatever ends it (a timeout, kill -9).
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	}
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", p.args, err)
-	}
-	if err := testenv.WaitListen(addr, 30*time.Second, dial); err != nil {
-		log, _ := os.ReadFile(p.log)
-		t.Fatalf("%v: %v\n%s", p.args, err, log)
-	}
+	p.p = testenv.Proc{Bin: p.bin, Args: p.args, Port: p.port, Log: p.log, Host: host, NS: p.ns}
+	p.p.Start(t)
 }
 
-func (p *proc) kill() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once continued
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-		p.cmd = nil
-	}
-}
+func (p *proc) kill() { p.p.Kill() }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.p.Signal(sig); err != nil {
 		t.Fatalf("signal %v: %v", sig, err)
 	}
 }

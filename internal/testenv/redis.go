@@ -3,11 +3,9 @@ package testenv
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 )
 
@@ -28,16 +26,36 @@ type Redis struct {
 // the test, or fails it under LAKEFED_REQUIRE_INTEROP=1.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
-	return StartRedisOn(t, "127.0.0.1")
+	return StartRedisWith(t, RedisOptions{})
 }
 
 // StartRedisOn is StartRedis listening on host too (an address of this
-// host's, such as a NetNS's Host); Addr and URL name host. Redis refuses
-// clients that are not on the loopback unless they give a password
-// (protected mode): URL carries one, random.
+// host's, such as a NetNS's Host); Addr and URL name host.
 func StartRedisOn(t testing.TB, host string) *Redis {
 	t.Helper()
+	return StartRedisWith(t, RedisOptions{Bind: host})
+}
+
+// RedisOptions are how StartRedisWith starts redis-server.
+type RedisOptions struct {
+	// Bind is an address it listens on besides the loopback (an address
+	// of this host's, such as a NetNS's Host); Addr and URL name it.
+	// Redis refuses clients that are not on the loopback unless they
+	// give a password (protected mode): URL then carries one, random.
+	// Default 127.0.0.1 only.
+	Bind string
+	// Env is added to its environment (for instance libfaketime's).
+	Env []string
+}
+
+// StartRedisWith is StartRedis with options.
+func StartRedisWith(t testing.TB, o RedisOptions) *Redis {
+	t.Helper()
 	bin := Require(t, "redis-server")
+	host := o.Bind
+	if host == "" {
+		host = "127.0.0.1"
+	}
 	dir := t.TempDir()
 	bind, auth, userinfo := "127.0.0.1", []string(nil), ""
 	if host != bind {
@@ -52,7 +70,8 @@ func StartRedisOn(t testing.TB, host string) *Redis {
 	for range 3 {
 		port := FreePort(t)
 		addr := net.JoinHostPort(host, strconv.Itoa(port))
-		r := &Redis{Server: &Server{Dir: dir, Port: port}, dir: dir, Addr: addr, URL: "redis://" + userinfo + addr + "/0"}
+		r := &Redis{Server: &Server{Dir: dir, Port: port, host: host, env: o.Env}, dir: dir,
+			Addr: addr, URL: "redis://" + userinfo + addr + "/0"}
 		r.args = append([]string{bin, "--port", strconv.Itoa(port), "--bind", bind, "--dir", dir,
 			"--save", "", "--appendonly", "no", "--protected-mode", "yes"}, auth...)
 		if last = tryStart(t, r.Server, filepath.Join(dir, "redis.log"), []int{port}, r.args[0], r.args[1:]...); last == nil {
@@ -70,12 +89,4 @@ func (r *Redis) Restart(t testing.TB) {
 	if err := tryStart(t, r.Server, filepath.Join(r.dir, "redis.log"), []int{r.Port}, r.args[0], r.args[1:]...); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Signal sends sig to redis-server (SIGSTOP, SIGCONT).
-func (r *Redis) Signal(sig syscall.Signal) error {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return fmt.Errorf("redis-server is not running")
-	}
-	return r.cmd.Process.Signal(sig)
 }

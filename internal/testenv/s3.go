@@ -2,10 +2,13 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -36,6 +39,16 @@ type S3Server struct {
 // Stop kills the server and waits for it; later requests fail to connect.
 // Safe to call twice; t.Cleanup calls it too.
 func (s *S3Server) Stop() { s.srv.Stop() }
+
+// Kill kills the server with SIGKILL, as a crash would.
+func (s *S3Server) Kill() { s.srv.Kill() }
+
+// Signal sends sig (SIGSTOP, SIGCONT) to the server.
+func (s *S3Server) Signal(sig syscall.Signal) error { return s.srv.Signal(sig) }
+
+// Restart starts the server again after Kill or Stop, on the same port
+// with the same objects.
+func (s *S3Server) Restart(t testing.TB) { s.srv.Restart(t) }
 
 // S3ProxyInstall is the command that puts the s3proxy jar where StartS3
 // looks for it.
@@ -74,6 +87,13 @@ func S3ProxyJar() string {
 // fails under LAKEFED_REQUIRE_INTEROP=1; S3ProxyInstall fetches the jar.
 func StartS3(t testing.TB) *S3Server {
 	t.Helper()
+	return StartS3On(t, "127.0.0.1")
+}
+
+// StartS3On is StartS3 with the server listening on host (an address of
+// this machine) instead of 127.0.0.1.
+func StartS3On(t testing.TB, host string) *S3Server {
+	t.Helper()
 	impl := os.Getenv("LAKEFED_S3_IMPL")
 	if impl == "" {
 		impl = "s3proxy"
@@ -81,11 +101,11 @@ func StartS3(t testing.TB) *S3Server {
 	state := t.TempDir()
 	port := FreePort(t)
 	s := &S3Server{
-		URL:    fmt.Sprintf("http://127.0.0.1:%d", port),
+		URL:    "http://" + net.JoinHostPort(host, strconv.Itoa(port)),
 		Bucket: "lakefed-test", AccessKey: "test", SecretKey: "test-secret",
 		Region: "us-east-1", Impl: impl, Port: port,
 	}
-	s.srv.state = state
+	s.srv.state, s.srv.host, s.srv.Port = state, host, port
 	log := filepath.Join(state, "server.log")
 	switch impl {
 	case "s3proxy":
@@ -116,7 +136,7 @@ jclouds.filesystem.basedir=%s
 			"-jar", jar, "--properties", conf)
 	case "moto":
 		bin := Require(t, "moto_server")
-		start(t, &s.srv, log, []int{port}, bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+		start(t, &s.srv, log, []int{port}, bin, "-H", host, "-p", fmt.Sprint(port))
 		req, _ := http.NewRequest(http.MethodPut, s.URL+"/"+s.Bucket, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -67,6 +67,9 @@ func WaitPort(port int, within time.Duration) error {
 	return WaitListen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), within, nil)
 }
 
+// WaitAddr waits until something accepts connections on addr (host:port).
+func WaitAddr(addr string, within time.Duration) error { return WaitListen(addr, within, nil) }
+
 // WaitListen waits until something accepts connections on addr, dialed
 // with dial (nil: from this process's network namespace; a NetNS's
 // DialContext for a server inside one).
@@ -102,6 +105,10 @@ type Server struct {
 
 	cmd   *exec.Cmd
 	state string
+	// host is the address it listens on (default 127.0.0.1); env is
+	// added to its environment.
+	host string
+	env  []string
 	// How it was started, for Restart.
 	log  string
 	bin  string
@@ -133,6 +140,14 @@ func (s *Server) Restart(t testing.TB) {
 		t.Fatal("testenv: Restart of a server that runs")
 	}
 	start(t, s, s.log, []int{s.Port}, s.bin, s.args...)
+}
+
+// Signal sends sig (SIGSTOP, SIGCONT) to the server.
+func (s *Server) Signal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return fmt.Errorf("%s is not running", s.bin)
+	}
+	return s.cmd.Process.Signal(sig)
 }
 
 // Kill kills the server and every process it started with SIGKILL, as a
@@ -168,6 +183,9 @@ func tryStart(t testing.TB, s *Server, log string, ports []int, name string, arg
 	// killed with the test binary, whatever ends it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	s.log, s.bin, s.args = log, name, args
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -176,8 +194,12 @@ func tryStart(t testing.TB, s *Server, log string, ports []int, name string, arg
 	f.Close()
 	s.cmd = cmd
 	t.Cleanup(s.Stop)
+	host := s.host
+	if host == "" {
+		host = "127.0.0.1"
+	}
 	for _, p := range ports {
-		if err := WaitPort(p, 15*time.Second); err != nil {
+		if err := WaitAddr(net.JoinHostPort(host, strconv.Itoa(p)), 15*time.Second); err != nil {
 			out, _ := os.ReadFile(log)
 			s.Stop()
 			return fmt.Errorf("%s did not start: %v\n%s", name, err, out)
