@@ -334,9 +334,9 @@ var errChanged = errors.New("cache: the origin file changed")
 // file: when it was never looked up, when the last look-up is older than
 // RevalidateAfter, or when force (Cache-Control: no-cache). A changed
 // file drops its blocks. Concurrent revalidations of a file are one.
-// An origin that cannot answer leaves a known version in place (the
-// bytes cached are still checked ones); with none known, it is the
-// error.
+// An origin that cannot answer leaves a version it confirmed in this
+// run in place (the bytes cached are still checked ones); with none, it
+// is the error.
 func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 	f.mu.Lock()
 	fresh := f.known && !force && time.Since(f.checked) < c.cfg.RevalidateAfter && c.isTrusted()
@@ -378,8 +378,14 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 		return nil, nil
 	})
 	if err != nil && !errors.Is(err, errIsDir) && endpoint.Class(err) == endpoint.ErrUnavailable {
+		// Only a version the origin confirmed in this run, while no write
+		// could pass this cache by (checked is zero after a restart, while
+		// the cache is not a member of the lake's shared state, and after
+		// Distrust), may stand in for the origin's answer: one loaded from
+		// disk may have been replaced by a write acknowledged while this
+		// process was down or cut off.
 		f.mu.Lock()
-		known := f.known && !f.gone
+		known := f.known && !f.gone && !f.checked.IsZero()
 		f.mu.Unlock()
 		if known {
 			c.m.staleServes.Inc()
