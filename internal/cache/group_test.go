@@ -113,7 +113,8 @@ func TestGroupJoinFillsFromPreviousOwner(t *testing.T) {
 	a := groupNode(t, cache.Config{}, opts, o.ep, nil)
 	b := groupNode(t, cache.Config{}, opts, o.ep, nil)
 	waitMembers(t, []*node{a, b}, 2)
-	files, total := groupFiles(t, o, 12)
+	// 24 files: the node that joins owns none of them once in 17,000 runs.
+	files, total := groupFiles(t, o, 24)
 	sent := o.sent(t)
 	readAll(t, a, files)
 	if d := o.sentSince(t, sent); d != total {
@@ -128,9 +129,11 @@ func TestGroupJoinFillsFromPreviousOwner(t *testing.T) {
 	if d := o.sentSince(t, sent); d != 0 {
 		t.Errorf("origin sent %d bytes after a node joined, want none (the paths it took over are on the others)", d)
 	}
-	if got := metric(t, c.URL+"/metrics", "lakefed_cache_peer_fill_bytes_total"); got == 0 {
-		t.Errorf("the node that joined filled no byte from the previous owners")
-	}
+	// The fill's bytes are counted as it completes, which may be just
+	// after the answer went out.
+	testenv.Eventually(t, 10*time.Second, "the node that joined fills bytes from the previous owners", func() bool {
+		return metric(t, c.URL+"/metrics", "lakefed_cache_peer_fill_bytes_total") > 0
+	})
 }
 
 // A path's owner that cannot be reached is passed over for the path's
