@@ -90,8 +90,11 @@ func startLake(t *testing.T, out string) *lake {
 			addr = l.inNS
 		}
 		port := testenv.FreePort(t)
+		// The runner reads /api/endpoints and /api/buffer over the
+		// namespace's link (10.x), not the loopback.
 		cfg := fmt.Sprintf(`listen: %s
 shared: {redis: %q, lease: 2s, node: fed-%d}
+operator: {anonymous: [127.0.0.0/8, 10.0.0.0/8]}
 federation:
   placement: spread
   retry_after: 1s
