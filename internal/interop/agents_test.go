@@ -57,7 +57,7 @@ func startAgentFleet(t *testing.T) *agentFleet {
 }
 
 // run runs a bench test through the agents and returns its stored run,
-// the verdict it printed, and its summary's fleet report.
+// and its summary's fleet report.
 func (f *agentFleet) run(t *testing.T, during func(), args ...string) (results.Run, *bench.FleetReport) {
 	t.Helper()
 	args = append(append([]string{"bench"}, args...), "--queue", f.redis.URL, "--db", f.db, "--json", f.site)
