@@ -3,6 +3,7 @@ package federation
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -105,6 +106,15 @@ type ReloadAnswer struct {
 // serveReload re-reads the config through Options.Reload and applies it,
 // for an admin (checkAdmin).
 func (f *Federator) serveReload(w http.ResponseWriter, r *http.Request) {
+	// The body (callers send "{}" or nothing) carries no settings, but it
+	// is read, bounded, before any answer: over HTTP/2 a handler that
+	// returns with the body unread makes Go's server reset the stream
+	// (RFC 9113 §8.1 allows it after a complete response), and curl 7.88
+	// then reports error 92 for a complete 200 whose DATA raced the reset.
+	if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, 64<<10)); err != nil {
+		httpError(w, http.StatusRequestEntityTooLarge, "lakefed: reload: the request body is not read: "+err.Error())
+		return
+	}
 	if f.opts.Reload == nil {
 		httpError(w, http.StatusNotImplemented, "lakefed: reload: this federator has no config file to reload")
 		return

@@ -63,10 +63,12 @@ func (n *netns) curl(t *testing.T, curl string, args ...string) (string, string)
 	t.Helper()
 	body := filepath.Join(t.TempDir(), "body")
 	all := append([]string{"netns", "exec", n.name, curl, "-sS", "-o", body, "-w", "%{http_code}", "--max-time", "20"}, args...)
-	out, _ := exec.Command(n.ip, all...).CombinedOutput()
+	var stderr strings.Builder
+	cmd := exec.Command(n.ip, all...)
+	cmd.Stderr = &stderr
+	out, _ := cmd.Output()
 	b, _ := os.ReadFile(body)
-	code := strings.TrimSpace(string(out))
-	return code[max(0, len(code)-3):], string(b)
+	return strings.TrimSpace(string(out)), string(b) + stderr.String()
 }
 
 // TestAdminAndOperatorFromAnotherHost: a lakefed serve process whose
@@ -150,7 +152,8 @@ operator:
 	}
 
 	if code, body := reload(bearer(admin)...); code != "200" || !strings.Contains(body, `"status":"reloaded"`) {
-		t.Errorf("POST /api/reload from %s with the admin token = %s %s, want 200 reloaded", ns.nsIP, code, body)
+		log, _ := os.ReadFile(logFile)
+		t.Errorf("POST /api/reload from %s with the admin token = %s %s, want 200 reloaded\n%s", ns.nsIP, code, body, log)
 	}
 	for _, c := range []struct {
 		name string
