@@ -247,8 +247,8 @@ func (b *Buffer) oldestMigratedLocked() *entry {
 			best = e
 		}
 	}
-	if best != nil {
-		best.retiring = true
+	if best != nil && !b.startRetireLocked(best) {
+		return nil
 	}
 	return best
 }
@@ -260,6 +260,26 @@ func (r *reservation) done() {
 	r.b.reserved -= r.n
 	r.n = 0
 	r.b.mu.Unlock()
+}
+
+// startRetire marks e, a migrated version, as being retired, and reports
+// whether the caller is to retire it (retire, which clears the mark when
+// it cannot): false when another retirement is under way, or e is no
+// longer current. The one place the mark is set, so that whoever sets it
+// retires that same entry at once.
+func (b *Buffer) startRetire(e *entry) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.startRetireLocked(e)
+}
+
+// startRetireLocked is startRetire with b.mu held.
+func (b *Buffer) startRetireLocked(e *entry) bool {
+	if e.state != stateMigrated || e.retiring || e.gone || b.cur[e.path] != e {
+		return false
+	}
+	e.retiring = true
+	return true
 }
 
 // retire removes the migrated e: its hold in the lake first, then the

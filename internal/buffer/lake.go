@@ -112,22 +112,20 @@ func (b *Buffer) reconcile(ctx context.Context) error {
 	type held struct {
 		e                  *entry
 		migrated, deleting bool
-		busy               bool // a retirement is under way
 	}
 	b.mu.Lock()
 	ents := make([]held, 0, len(b.cur))
 	for _, e := range b.cur {
-		h := held{e: e, migrated: e.state == stateMigrated, deleting: e.deleting(), busy: e.retiring}
-		if h.migrated && !h.busy {
-			e.retiring = true
-		}
-		ents = append(ents, h)
+		ents = append(ents, held{e: e, migrated: e.state == stateMigrated, deleting: e.deleting()})
 	}
 	b.mu.Unlock()
 	for _, h := range ents {
 		e := h.e
 		if h.migrated {
-			if !h.busy && !b.retire(ctx, e, "restart") && !b.isGone(e) {
+			// Each is marked as it is retired, never all up front: a
+			// return at the first that cannot be must leave the rest to
+			// the next try and to expiry.
+			if b.startRetire(e) && !b.retire(ctx, e, "restart") && !b.isGone(e) {
 				return fmt.Errorf("buffer: retire %s: not yet", e.path)
 			}
 			continue

@@ -24,6 +24,8 @@ type fakeLake struct {
 	other map[string]bool
 	calls []string
 	down  atomic.Bool // every call fails
+	// refused counts the calls that failed because the lake was down.
+	refused atomic.Int32
 }
 
 type lakeHold struct {
@@ -76,6 +78,7 @@ func (l *fakeLake) Release(_ context.Context, p string, seq int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down.Load() {
+		l.refused.Add(1)
 		return errors.New("lake down")
 	}
 	l.log("release %s", p)
@@ -240,4 +243,43 @@ func TestLakeHolds(t *testing.T) {
 	if calls, _ := lake.since(0); !strings.Contains(strings.Join(calls, ","), "wrote /store/p") {
 		t.Fatalf("the restarted buffer held /store/p again without telling the process: %q", calls)
 	}
+}
+
+// TestLakeOutageRetiresEveryMigratedFile: while the lake is down, a
+// resync (Redis restarted) cannot release the migrated files the buffer
+// keeps; once it is back, every one of them is released and retired. A
+// reconcile that gave up at the first failure used to leave the others
+// marked as retiring, so that neither it nor expiry ever retired them,
+// and the lake kept sending their readers to this buffer.
+func TestLakeOutageRetiresEveryMigratedFile(t *testing.T) {
+	tgt, _ := newPosix(t, "site")
+	lake := newFakeLake()
+	cfg := fastRetry(Config{Dir: t.TempDir(), KeepAfterMigration: time.Hour,
+		Prefixes: []Prefix{{Prefix: "/store", Targets: []endpoint.Endpoint{tgt}}}})
+	b, srv := start(t, cfg, http.NotFoundHandler(), Options{Lake: lake, OnWrite: lake.wrote})
+	paths := []string{"/store/a", "/store/b", "/store/c", "/store/d"}
+	for _, p := range paths {
+		if resp := put(t, srv.URL+p, []byte("bytes of "+p)); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT %s = %d, want 201", p, resp.StatusCode)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "every file migrated and kept", func() bool {
+		st := b.Status()
+		return st.PendingFiles == 0 && st.HeldFiles == len(paths)
+	})
+
+	lake.down.Store(true)
+	b.Resync()
+	testenv.Eventually(t, 10*time.Second, "a reconcile that fails on the lake", func() bool {
+		return lake.refused.Load() > 0
+	})
+	lake.down.Store(false)
+	testenv.Eventually(t, 10*time.Second, "every migrated file released and retired once the lake is back", func() bool {
+		for _, p := range paths {
+			if _, held := lake.hold(p); held {
+				return false
+			}
+		}
+		return b.Status().HeldFiles == 0
+	})
 }

@@ -562,14 +562,15 @@ func (b *Buffer) retireExpired(ctx context.Context, now time.Time) {
 	var old []*entry
 	b.mu.Lock()
 	for _, e := range b.cur {
-		if e.state == stateMigrated && !e.retiring && !now.Before(e.migratedAt.Add(b.cfg.KeepAfterMigration)) {
-			e.retiring = true
+		if e.state == stateMigrated && !now.Before(e.migratedAt.Add(b.cfg.KeepAfterMigration)) {
 			old = append(old, e)
 		}
 	}
 	b.mu.Unlock()
 	for _, e := range old {
-		b.retire(ctx, e, "expired")
+		if b.startRetire(e) {
+			b.retire(ctx, e, "expired")
+		}
 	}
 }
 

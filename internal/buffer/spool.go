@@ -162,10 +162,7 @@ func (b *Buffer) damaged(e *entry, got string) error {
 		e.damaged = short(derr.Error())
 		e.failedAt = time.Now()
 	}
-	migrated := e.state == stateMigrated && !e.retiring && !e.gone
-	if migrated {
-		e.retiring = true
-	}
+	migrated := b.startRetireLocked(e)
 	attempts, msg := e.attempts, e.damaged
 	b.mu.Unlock()
 	if !first {
