@@ -369,6 +369,12 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 		if err := c.confirm(f, in); err != nil || in.Strong {
 			return nil, err
 		}
+		f.mu.Lock()
+		reset := f.epoch != epoch
+		f.mu.Unlock()
+		if reset {
+			return nil, nil // a new version: none of it is cached to prove
+		}
 		// Weak validators that stayed the same say nothing of the bytes:
 		// read one cached block again (a file replaced with its size and
 		// time kept is dropped, and read afresh).
@@ -377,7 +383,8 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 		}
 		return nil, nil
 	})
-	if err != nil && !errors.Is(err, errIsDir) && endpoint.Class(err) == endpoint.ErrUnavailable {
+	// errChanged is an answer, not a silence: the caller reads again.
+	if err != nil && !errors.Is(err, errIsDir) && !errors.Is(err, errChanged) && endpoint.Class(err) == endpoint.ErrUnavailable {
 		// Only a version the origin confirmed in this run, while no write
 		// could pass this cache by (checked is zero after a restart, while
 		// the cache is not a member of the lake's shared state, and after
