@@ -25,11 +25,15 @@ import (
 //	    - {prefix: /store/user, groups: [/cms], allow: [read, list, create]}
 //	    - {prefix: /store/mc, fqans: [/cms/Role=production], allow: [read, list, create]}
 type Auth struct {
-	// CAFile and CADir are the CAs trusted for client certificates (a
-	// PEM bundle; a grid-security directory of hashed certificates).
-	// Neither: client certificates are not used.
+	// CAFile is a PEM bundle of CAs trusted for client certificates.
+	// Neither CAFile nor CADir: client certificates are not used (a
+	// request with one counts as anonymous).
 	CAFile string `yaml:"ca_file"`
-	CADir  string `yaml:"ca_dir"`
+	// CADir is a grid-security directory of CA certificates
+	// (/etc/grid-security/certificates): every *.pem and hashed <hash>.N
+	// file in it is read; CRLs and signing policies are skipped. With
+	// CAFile, the CAs of both are trusted.
+	CADir string `yaml:"ca_dir"`
 	// VOMSDir is the grid-security vomsdir: VO/host.lsc names, on its
 	// first line, the DN of the VOMS server of VO on host and, on the
 	// second, its CA's DN. A proxy's VOMS attributes count only when
@@ -63,19 +67,31 @@ type Issuer struct {
 // Rule grants actions under a path prefix (Dynafed's allowusers and
 // allowgroups, XRootD's authdb).
 type Rule struct {
+	// Prefix is the path the rule covers, by whole segments: "/a" covers
+	// "/a" and "/a/b", not "/ab". A clean absolute path; required.
 	Prefix string `yaml:"prefix"`
-	// Anonymous are actions anyone may do.
+	// Anonymous are actions (read, list, create, modify, delete) anyone
+	// may do under the prefix, with or without credentials.
 	Anonymous []string `yaml:"anonymous"`
-	// Identities (certificate DNs, or "ISSUER/SUB" of tokens), Groups
-	// (wlcg.groups), VOs (a proxy's VOMS VO: "cms") and FQANs (a proxy's
-	// VOMS attributes: "/cms" holds with any role, "/cms/Role=production"
-	// only with that role) get Allow; with none, every authenticated
-	// caller does.
+	// Identities are callers granted the allow actions: certificate DNs
+	// in OpenSSL slash form, or "ISSUER/SUB" of tokens (the issuer URL
+	// without its trailing slash, a slash, the sub claim).
 	Identities []string `yaml:"identities"`
-	Groups     []string `yaml:"groups"`
-	VOs        []string `yaml:"vos"`
-	FQANs      []string `yaml:"fqans"`
-	Allow      []string `yaml:"allow"`
+	// Groups are token groups granted the allow actions, matched exactly
+	// against the token's wlcg.groups ("/cms", "/cms/uscms").
+	Groups []string `yaml:"groups"`
+	// VOs are virtual organisations granted the allow actions: a proxy
+	// whose VOMS attributes were issued for one of them ("cms"), whatever
+	// its group and role.
+	VOs []string `yaml:"vos"`
+	// FQANs are VOMS attributes granted the allow actions: "/cms" holds
+	// with any role, "/cms/Role=production" only with that role.
+	FQANs []string `yaml:"fqans"`
+	// Allow are the actions (read, list, create, modify, delete) granted
+	// to the callers that identities, groups, vos and fqans name; with
+	// none of those given, to every authenticated caller (a valid
+	// certificate, or a token without storage scopes).
+	Allow []string `yaml:"allow"`
 }
 
 // Operator guards the operator's pages (the dashboard under /ui, the

@@ -46,15 +46,24 @@ type Buffer struct {
 
 // Retry is a capped exponential backoff.
 type Retry struct {
+	// Initial is the wait after a file's first failed upload; it doubles
+	// on every failure, with jitter, up to the longest wait. Zero: 1s.
 	Initial Duration `yaml:"initial"`
-	Max     Duration `yaml:"max"`
+	// Max is the longest wait between two tries of one file. Zero: 5m,
+	// or the initial wait when that is longer; set, it must not be
+	// below the initial wait.
+	Max Duration `yaml:"max"`
 }
 
 // BufferPrefix is one buffered prefix.
 type BufferPrefix struct {
+	// Prefix is a clean absolute path ("/store/user"); it holds itself
+	// and the paths below it, by whole segments. The most specific
+	// prefix of a path places it.
 	Prefix string `yaml:"prefix"`
 	// Targets are federation endpoint names, or URLs of any kind lakefed
-	// writes; every one gets a verified copy.
+	// writes; every one gets a verified copy, at the path the client
+	// wrote.
 	Targets []string `yaml:"targets"`
 }
 

@@ -57,10 +57,13 @@ type Cache struct {
 	// RAM keeps recently read small blocks in memory. Default 256MiB;
 	// -1 turns it off.
 	RAM Size `yaml:"ram"`
-	// HighWatermark and LowWatermark are the fractions of max_bytes and
-	// max_inodes where a purge starts and stops. Default 0.95 and 0.90.
+	// HighWatermark is the fraction of MaxBytes or MaxInodes (or of the
+	// file system) above which a purge removes the least recently used
+	// files. Default 0.95; at most 1.
 	HighWatermark float64 `yaml:"high_watermark"`
-	LowWatermark  float64 `yaml:"low_watermark"`
+	// LowWatermark is the fraction a purge brings bytes and inodes down
+	// to. Default 0.90; above 0 and below HighWatermark.
+	LowWatermark float64 `yaml:"low_watermark"`
 	// RevalidateAfter is how long the origin's description of a file is
 	// trusted before it is asked again. Default 5m.
 	RevalidateAfter Duration `yaml:"revalidate_after"`

@@ -52,11 +52,14 @@ type Config struct {
 	// Buffer runs a write buffer in front of the federator (buffer.go).
 	// Nil: none.
 	Buffer *Buffer `yaml:"buffer"`
-	// TLSCert and TLSKey turn on HTTPS on the federator's listener and
-	// the cache's own (storage servers have their own pair). Both or
-	// neither.
+	// TLSCert is a PEM certificate chain; with TLSKey it turns on HTTPS
+	// on the federator's listener and the cache's own, and TLS
+	// (roots://) on the root:// doors. Storage servers have their own
+	// pair. Both or neither. A reload (SIGHUP, /api/reload) reads the
+	// files again.
 	TLSCert string `yaml:"tls_cert"`
-	TLSKey  string `yaml:"tls_key"`
+	// TLSKey is the PEM private key for TLSCert.
+	TLSKey string `yaml:"tls_key"`
 	// Auth says who may do what on every listener (auth.go). Nil:
 	// everything is open.
 	Auth *Auth `yaml:"auth"`

@@ -10,7 +10,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Duration is a time.Duration written as a string ("30s", "250ms").
+// Duration is a length of time written as a string: decimal numbers,
+// each with a unit (ns, us, ms, s, m, h), as in "30s", "250ms" or
+// "1h30m" (time.ParseDuration's syntax).
 type Duration time.Duration
 
 // UnmarshalYAML parses a Go duration string.
@@ -32,7 +34,9 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // String formats d as time.Duration does.
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// Size is a byte count written as a string ("64MiB", "10GB", "4096").
+// Size is a byte count written as a number with an optional unit: B,
+// kB or KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of
+// 1024), as in "64MiB", "1.5GB" or 4096.
 type Size int64
 
 // UnmarshalYAML parses a size with an optional unit: B, kB/KB, MB, GB, TB
