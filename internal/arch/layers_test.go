@@ -17,8 +17,8 @@ const module = "github.com/lakefed/lakefed/"
 // packages of a lower rank, and packages of its own tree (the tree is the
 // prefix given here; the first prefix that matches places a package, so
 // the more specific come first). A new package tree must be given a rank
-// here: the test fails on a package it cannot place. The map is in the
-// README's Architecture section and ../shared/DESIGN.md.
+// here: the test fails on a package it cannot place. The map is in
+// docs/architecture.md and ../shared/DESIGN.md.
 var layers = []struct {
 	prefix string
 	rank   int
