@@ -48,6 +48,7 @@ var layers = []struct {
 	{"internal/interop", 10},
 	{"internal/nemesis", 10}, // the fault run: its runner starts the lake as the interop tests do
 	{"internal/arch", 10},
+	{"docs", 10},             // the docs' test: README length, links and anchors, roles.svg
 	{"internal/testenv", 10}, // test helpers: imported by tests only (see below)
 	{"cmd/", 11},
 	{"bench/cmd/", 11},
