@@ -19,16 +19,16 @@ var envRef = regexp.MustCompile(`"(LAKEFED_[A-Z0-9_]+)"`)
 var childVars = []string{"LAKEFED_STORAGE_CRASH_ROOT", "LAKEFED_STORAGE_TEST_CHILD", "LAKEFED_BENCH_DB"}
 
 // TestREADMENamesTestVariables: every LAKEFED_ variable a test or the
-// test helpers read is named in the README's Tests section, so an
-// opt-in test (the 6 GiB uploads, strict interop) can be found.
+// test helpers read is named in docs/testing.md's table of variables, so
+// an opt-in test (the 6 GiB uploads, strict interop) can be found.
 func TestREADMENamesTestVariables(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/testing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tests, ok := strings.Cut(string(readme), "\n## Tests\n")
+	_, tests, ok := strings.Cut(string(page), "\n## Variables the tests read\n")
 	if !ok {
-		t.Fatal("README.md has no Tests section")
+		t.Fatal("docs/testing.md has no section \"Variables the tests read\"")
 	}
 	tests, _, _ = strings.Cut(tests, "\n## ")
 	vars := map[string]string{} // variable → a file that reads it
@@ -61,7 +61,7 @@ func TestREADMENamesTestVariables(t *testing.T) {
 	}
 	for v, file := range vars {
 		if !strings.Contains(tests, "`"+v) {
-			t.Errorf("README's Tests section does not name %s (read by %s)", v, file)
+			t.Errorf("docs/testing.md's table of variables does not name %s (read by %s)", v, file)
 		}
 	}
 }
