@@ -26,7 +26,7 @@ var errStale = errors.New("federation: replica changed since it was looked up")
 var errIdle = errors.New("no bytes within the proxy idle timeout")
 
 // proxy streams the file through the federator. What a client can rely
-// on (README, "Guarantees"):
+// on (docs/guarantees.md):
 //
 //   - No status and no length is sent before a replica has opened the
 //     bytes and confirmed (endpoint.Versioned) that it still holds the

@@ -66,7 +66,7 @@ type WriteOptions struct {
 	Want map[string]string
 }
 
-// The rules of a write through the federator (README, "Guarantees"),
+// The rules of a write through the federator (docs/guarantees.md),
 // whichever door it came through (an HTTP PUT, the root:// door, a role
 // of the process):
 //
