@@ -14,6 +14,8 @@ apt_pkgs=(
   redis-server postgresql
   # voms-proxy-fake makes the VOMS proxies the auth tests present
   voms-clients
+  # promtool checks deploy/prometheus's rules; a real prometheus runs them against a lake
+  prometheus
   # the nemesis and the partition tests cut processes off in network namespaces (ip netns)
   iproute2
   # bench/xroot.sh PACED=1 builds the CMS AAA scale test's XrdCl client

@@ -403,6 +403,23 @@ func New(ctx context.Context, cfg Config, opt Options) (*Authorizer, error) {
 	return a, nil
 }
 
+// Register exports lakefed_auth_refused_total on reg as well, for a
+// process whose registries exist only after its Authorizer (each role
+// has its own): the counter stays the one this Authorizer counts into,
+// so a refusal shows on every registry it is on. Registering it twice on
+// one registry is not an error; another counter of that name is.
+func (a *Authorizer) Register(reg prometheus.Registerer) error {
+	err := reg.Register(a.refused)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) && are.ExistingCollector == prometheus.Collector(a.refused) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("auth: register metrics: %w", err)
+	}
+	return nil
+}
+
 // Close stops the key refresher and waits for it. Safe to call twice.
 func (a *Authorizer) Close() error {
 	a.closeOnce.Do(func() {

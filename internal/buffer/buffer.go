@@ -336,8 +336,14 @@ func (b *Buffer) recover(ctx context.Context) error {
 		return err
 	}
 	bySpool := map[string]*entry{}
+	now := time.Now()
 	for _, e := range rows {
 		bySpool[e.spool] = e
+		if e.lastErr != "" && e.state != stateMigrated {
+			// The journal keeps the failure but not its time: failing
+			// since the restart, which understates and never overstates.
+			e.failingSince = now
+		}
 	}
 	ents, err := os.ReadDir(b.dataDir)
 	if err != nil {

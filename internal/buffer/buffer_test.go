@@ -285,6 +285,13 @@ func TestTargetDownThenUp(t *testing.T) {
 	if n := counter(t, reg, "lakefed_buffer_pending_files", nil); n != 1 {
 		t.Fatalf("pending_files = %v, want 1", n)
 	}
+	if n := counter(t, reg, "lakefed_buffer_failing_files", nil); n != 1 {
+		t.Fatalf("failing_files = %v, want 1", n)
+	}
+	firstFailing := counter(t, reg, "lakefed_buffer_oldest_failing_seconds", nil)
+	if firstFailing <= 0 {
+		t.Fatalf("oldest_failing_seconds = %v, want > 0", firstFailing)
+	}
 	// More files while it is down: the target is held off as a whole,
 	// so it gets one probing copy per backoff, not one per file.
 	for i := range 20 {
@@ -303,6 +310,12 @@ func TestTargetDownThenUp(t *testing.T) {
 	if st := b.Status(); st.PendingFiles != 21 || st.Targets[0].DownUntil.IsZero() && st.Targets[0].Failures == 0 {
 		t.Fatalf("Status while down = %+v", st)
 	}
+	// Counted from the first failure, not the latest (retries come
+	// every 40 ms at most): what an alert on a migration failing for N
+	// minutes needs.
+	if n := counter(t, reg, "lakefed_buffer_oldest_failing_seconds", nil); n < firstFailing+0.4 {
+		t.Fatalf("oldest_failing_seconds = %v after 400 ms more of failures, want >= %v", n, firstFailing+0.4)
+	}
 	f.down.Store(false)
 	testenv.Eventually(t, 10*time.Second, "not migrated after the target came back", func() bool { return b.Status().PendingFiles == 0 })
 	if got := readFile(t, dir, "/x/f"); !bytes.Equal(got, data) {
@@ -315,6 +328,11 @@ func TestTargetDownThenUp(t *testing.T) {
 	}
 	if n := counter(t, reg, "lakefed_buffer_migrated_bytes_total", map[string]string{"target": "disk"}); n != 21*float64(len(data)) {
 		t.Fatalf("migrated_bytes_total = %v", n)
+	}
+	for _, name := range []string{"lakefed_buffer_failing_files", "lakefed_buffer_oldest_failing_seconds", "lakefed_buffer_max_bytes"} {
+		if n := counter(t, reg, name, nil); n != 0 {
+			t.Errorf("%s after the migration = %v, want 0", name, n)
+		}
 	}
 }
 
@@ -581,6 +599,50 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("tmp holds %v after recovery", n)
 	}
 	testenv.Eventually(t, 5*time.Second, "spool not emptied", func() bool { return len(dirNames(t, filepath.Join(dir, "data"))) == 0 })
+}
+
+// TestFailingAfterRestart: a file whose migration was failing when the
+// process stopped is failing again when it starts, counted from the
+// start: the journal keeps the failure but not its time, and an age
+// that overstated would page an operator for a failure minutes old.
+func TestFailingAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	disk, _ := newPosix(t, "disk")
+	f := &fake{Endpoint: disk}
+	f.down.Store(true)
+	cfg := fastRetry(Config{Dir: dir, Prefixes: []Prefix{{Prefix: "/", Targets: []endpoint.Endpoint{f}}}})
+	b1, err := New(context.Background(), cfg, Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b1.Run(ctx) }()
+	srv := httptest.NewServer(b1.Wrap(http.NotFoundHandler()))
+	put(t, srv.URL+"/a", []byte("one"))
+	// The journal records the 1st and the 2nd failure; seeing the 3rd
+	// means the 2nd was written.
+	testenv.Eventually(t, 10*time.Second, "three failed attempts", func() bool {
+		st := b1.Status()
+		return len(st.Failures) == 1 && st.Failures[0].Attempts >= 3
+	})
+	srv.Close()
+	cancel()
+	<-done
+	if err := b1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Now()
+	b2, err := New(context.Background(), cfg, Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	st := b2.Status()
+	if st.FailingFiles != 1 || st.OldestFailingSeconds <= 0 || st.OldestFailingSeconds > time.Since(opened).Seconds() {
+		t.Fatalf("after a restart: failing_files %d, oldest_failing_seconds %v; want 1, counted from the restart (at most %v)",
+			st.FailingFiles, st.OldestFailingSeconds, time.Since(opened).Seconds())
+	}
 }
 
 // TestStatusHandler: /api/buffer gives the figures and the history.

@@ -36,6 +36,11 @@ type entry struct {
 	failTarget string // the target of the last failure
 	failReason string // its reason label
 	failedAt   time.Time
+	// failingSince is when the failures that last attempt continues
+	// began (the first one since the entry was acknowledged, or since
+	// this process read it from the journal, which keeps no time):
+	// zero while its last attempt did not fail.
+	failingSince time.Time
 
 	// refs counts readers of the spool file and the mover's copy; the
 	// file is removed only at zero.

@@ -228,6 +228,7 @@ func (b *Buffer) migrate(mctx context.Context, e *entry) {
 	e.state = stateMigrated
 	e.migratedAt = now
 	e.lastErr, e.failTarget, e.failReason = "", "", ""
+	e.failingSince = time.Time{}
 	b.mu.Unlock()
 	b.m.migrated.Inc()
 	b.stats.migrated()
@@ -331,6 +332,9 @@ func (b *Buffer) failed(ctx context.Context, e *entry, target string, err error)
 	e.failTarget = target
 	e.failReason = reasonOf(err)
 	e.failedAt = time.Now()
+	if e.failingSince.IsZero() {
+		e.failingSince = e.failedAt
+	}
 	attempts, msg := e.attempts, e.lastErr
 	b.mu.Unlock()
 	// A target down for an hour fails every pending file every few

@@ -161,6 +161,9 @@ func (b *Buffer) damaged(e *entry, got string) error {
 	if first {
 		e.damaged = short(derr.Error())
 		e.failedAt = time.Now()
+		if e.failingSince.IsZero() {
+			e.failingSince = e.failedAt
+		}
 	}
 	migrated := b.startRetireLocked(e)
 	attempts, msg := e.attempts, e.damaged

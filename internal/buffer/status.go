@@ -33,6 +33,14 @@ type Status struct {
 	// OldestPendingSeconds is the age of the oldest pending file; 0 when
 	// none is pending.
 	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
+	// FailingFiles counts the pending files and deletes whose last
+	// migration attempt failed, and the files whose spool copy is
+	// damaged: every one of them, unlike Failures.
+	FailingFiles int `json:"failing_files"`
+	// OldestFailingSeconds is how long the longest-failing of them has
+	// been failing without a success in between (since this process
+	// started, for failures read from the journal); 0 when none fails.
+	OldestFailingSeconds float64 `json:"oldest_failing_seconds"`
 	// HeldFiles and HeldBytes count every file in the buffer: pending,
 	// and migrated files kept to be read locally.
 	HeldFiles int   `json:"held_files"`
@@ -177,7 +185,7 @@ func (b *Buffer) status(listed func(p string) bool) Status {
 	now := time.Now()
 	var st Status
 	b.mu.Lock()
-	var oldest time.Time
+	var oldest, failing time.Time
 	for _, e := range b.cur {
 		if e.deleting() {
 			st.PendingDeletes++
@@ -190,6 +198,12 @@ func (b *Buffer) status(listed func(p string) bool) Status {
 			st.PendingBytes += e.size
 			if oldest.IsZero() || e.mtime.Before(oldest) {
 				oldest = e.mtime
+			}
+		}
+		if e.damaged != "" || (e.state != stateMigrated && e.lastErr != "") {
+			st.FailingFiles++
+			if s := e.failingSince; !s.IsZero() && (failing.IsZero() || s.Before(failing)) {
+				failing = s
 			}
 		}
 		if listed != nil && !listed(e.path) {
@@ -209,6 +223,9 @@ func (b *Buffer) status(listed func(p string) bool) Status {
 	b.mu.Unlock()
 	if !oldest.IsZero() {
 		st.OldestPendingSeconds = now.Sub(oldest).Seconds()
+	}
+	if !failing.IsZero() {
+		st.OldestFailingSeconds = now.Sub(failing).Seconds()
 	}
 	slices.SortFunc(st.Failures, func(a, c Failure) int {
 		if n := a.At.Compare(c.At); n != 0 {
@@ -324,12 +341,21 @@ func newMetrics(b *Buffer, reg prometheus.Registerer) (*metrics, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "oldest_pending_seconds",
 			Help: "Age of the oldest pending file (0: none)."},
 			pending(func(s Status) float64 { return s.OldestPendingSeconds })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "failing_files",
+			Help: "Pending files and deletes whose last migration attempt failed, and files whose spool copy is damaged."},
+			pending(func(s Status) float64 { return float64(s.FailingFiles) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "oldest_failing_seconds",
+			Help: "How long the longest-failing pending file has failed every attempt (0: none failing; restarts count from the restart)."},
+			pending(func(s Status) float64 { return s.OldestFailingSeconds })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "pending_deletes",
 			Help: "DELETEs acknowledged and not yet carried out on every target."},
 			pending(func(s Status) float64 { return float64(s.PendingDeletes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "used_bytes",
 			Help: "Bytes the buffer takes on its disk, uploads in progress included."},
 			pending(func(s Status) float64 { return float64(s.UsedBytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "max_bytes",
+			Help: "The limit on used_bytes past which PUTs are refused or sent to the target (0: none)."},
+			func() float64 { return float64(b.cfg.MaxBytes) }),
 	}
 	if reg == nil {
 		return m, nil

@@ -86,6 +86,9 @@ func exclusionKey(name string) string { return "exclude:" + name }
 func (f *Federator) exclude(m *member, why string, on bool) {
 	if !on {
 		if m.h.excluded.CompareAndSwap(true, false) {
+			// Up again at once when the shared verdict had it up
+			// meanwhile (followShared), else when its probes say so.
+			m.mm.up.Set(b2f(m.h.Up()))
 			f.log.Info("endpoint exclusion lifted", "endpoint", m.name, "reason", why)
 		}
 		return

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,47 @@ func TestExcluded(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "site-a back up by its probes", func() bool { return tf.state("site-a") == "up" })
 	if err := tf.SetExcluded("nope", "x", true); err == nil {
 		t.Error("SetExcluded(unknown) = nil, want an error")
+	}
+}
+
+// TestPrefixLiveEndpoints: lakefed_federation_prefix_live_endpoints counts,
+// per configured prefix, the endpoints that can serve it and are usable:
+// an endpoint for "/" serves "/scratch" too, one for "/scratch" does not
+// serve "/", and an upstream is not counted. Every replica of "/" down
+// gives 0 there while "/scratch" still has one.
+func TestPrefixLiveEndpoints(t *testing.T) {
+	a, b, c, up := newFake("site-a", true), newFake("site-b", true), newFake("site-c", true), newFake("upper", true)
+	tf := startFed(t, cfgYAML(slowHealth, ep("site-a"), ep("site-b"), ep("site-c", "prefix: /scratch"),
+		"name: upper\nurl: lakefed://upper.example/"), a, b, c, up)
+	metrics := func() string {
+		_, body := tf.do(t, "GET", "/metrics", nil, nil)
+		return body
+	}
+	check := func(when string, want ...string) {
+		t.Helper()
+		body := metrics()
+		for _, w := range want {
+			if !strings.Contains(body, w+"\n") {
+				t.Errorf("%s: /metrics lacks %q", when, w)
+			}
+		}
+	}
+	check("all up",
+		`lakefed_federation_prefix_endpoints{prefix="/"} 2`,
+		`lakefed_federation_prefix_live_endpoints{prefix="/"} 2`,
+		`lakefed_federation_prefix_endpoints{prefix="/scratch"} 3`,
+		`lakefed_federation_prefix_live_endpoints{prefix="/scratch"} 3`)
+	for _, name := range []string{"site-a", "site-b"} {
+		if err := tf.SetExcluded(name, "scheduled tests fail", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("site-a and site-b excluded",
+		`lakefed_federation_endpoint_up{endpoint="site-a"} 0`,
+		`lakefed_federation_endpoint_up{endpoint="site-b"} 0`,
+		`lakefed_federation_prefix_live_endpoints{prefix="/"} 0`,
+		`lakefed_federation_prefix_live_endpoints{prefix="/scratch"} 1`)
+	if body := metrics(); strings.Count(body, "lakefed_federation_prefix_endpoints{") != 2 {
+		t.Errorf("want prefix series for / and /scratch only:\n%s", body)
 	}
 }

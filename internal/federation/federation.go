@@ -215,6 +215,7 @@ func New(ctx context.Context, cfg config.Federation, opts Options) (*Federator, 
 		probers: map[*member]context.CancelFunc{},
 		geo:     map[string]*geoip2.Reader{},
 	}
+	f.m.reg.MustRegister(newPrefixCollector(f))
 	if sh := opts.Shared; sh != nil {
 		f.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lakefed_federation_shared_degraded",
 			Help: "1 while the shared state (Redis) cannot be reached: this federator serves from its own state and refuses writes."},

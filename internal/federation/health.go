@@ -74,7 +74,7 @@ func (f *Federator) setState(m *member, up bool, why string) {
 	f.epoch.Add(1)
 	if up {
 		m.h.reqErrs.Store(0)
-		m.mm.up.Set(1)
+		m.mm.up.Set(b2f(m.h.Up())) // an excluded endpoint stays down (followShared)
 		m.mm.ups.Inc()
 		f.log.Info("endpoint up", "endpoint", m.name, "reason", why)
 	} else {

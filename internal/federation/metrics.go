@@ -104,3 +104,62 @@ func (m *metrics) forget(name string) {
 // Registry returns the federator's Prometheus registry, for a process that
 // serves /metrics elsewhere or merges registries.
 func (f *Federator) Registry() *prometheus.Registry { return f.m.reg }
+
+// prefixCollector exports, at each scrape, how many endpoints can serve
+// each configured prefix and how many of them are usable (up and not
+// excluded): lakefed_federation_prefix_live_endpoints == 0 means every
+// replica of the prefix is down, which lakefed_federation_endpoint_up
+// alone cannot say (an endpoint for "/" also serves "/cms"). Reading the
+// current snapshot when scraped keeps the series exact across reloads
+// without bookkeeping.
+//
+// Only local endpoints count: an upstream federator is asked only when
+// no local endpoint has a file, and is watched by its own metrics.
+// Prefixes that only upstreams serve have no series.
+type prefixCollector struct {
+	f           *Federator
+	live, total *prometheus.Desc
+}
+
+func newPrefixCollector(f *Federator) *prefixCollector {
+	const ns = "lakefed_federation_"
+	return &prefixCollector{f: f,
+		live: prometheus.NewDesc(ns+"prefix_live_endpoints",
+			"Local endpoints serving the prefix that are up and not excluded (0: every replica of the prefix is down).",
+			[]string{"prefix"}, nil),
+		total: prometheus.NewDesc(ns+"prefix_endpoints",
+			"Local endpoints configured to serve the prefix (their own prefix is it or an ancestor of it).",
+			[]string{"prefix"}, nil),
+	}
+}
+
+func (c *prefixCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.live
+	ch <- c.total
+}
+
+func (c *prefixCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.f.snap.Load()
+	if s == nil {
+		return // New has not applied its config yet
+	}
+	seen := map[string]bool{}
+	for _, pm := range s.locals {
+		p := pm.prefix
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		n, live := 0, 0
+		for _, m := range s.locals {
+			if m.matches(p) {
+				n++
+				if m.h.Up() {
+					live++
+				}
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(live), p)
+		ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(n), p)
+	}
+}

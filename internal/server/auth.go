@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/lakefed/lakefed/internal/auth"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
@@ -69,6 +71,17 @@ func (r *authRole) start(ctx context.Context, s *Server) error {
 }
 
 func (r *authRole) stop(context.Context) error { return r.a.Close() }
+
+// exportAuth shows lakefed_auth_refused_total, the refusals on every
+// listener of the process, on reg. The roles call it for one registry per
+// process, so that a Prometheus summing a job's series counts each
+// refusal once. Without an auth section there is nothing to show.
+func (s *Server) exportAuth(reg prometheus.Registerer) error {
+	if s.auth == nil {
+		return nil
+	}
+	return s.auth.Register(reg)
+}
 
 // serverTLS returns the TLS config of a listener with cert and key: one
 // that asks for client certificates when the auth section trusts CAs,

@@ -1,18 +1,22 @@
 package server_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/auth/authtest"
 	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/server"
 	"github.com/lakefed/lakefed/internal/server/servertest"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/testenv"
@@ -65,6 +69,45 @@ func TestAuthGuardsEveryListener(t *testing.T) {
 			t.Errorf("%s %s: 401 without WWW-Authenticate", tc.method, tc.url)
 		}
 	}
+	// The refusals of every listener of the process show once, on the
+	// federator's /metrics: a Prometheus summing the job counts each
+	// refusal once. (The federator's own anonymous health probes of the
+	// site may be refused too: at least the 8 above.)
+	if n, ok := refusals(t, fed.URL+"/metrics"); !ok || n < 8 {
+		t.Errorf("lakefed_auth_refused_total on the federator's /metrics sums to %v (present %v), want the 8 refusals above at least", n, ok)
+	}
+	if n, ok := refusals(t, cacheURL+"/metrics"); ok {
+		t.Errorf("the cache's /metrics shows lakefed_auth_refused_total (%v) beside the federator's", n)
+	}
+}
+
+// refusals sums the lakefed_auth_refused_total series of a /metrics page
+// and reports whether there were any.
+func refusals(t *testing.T, url string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d %s", url, resp.StatusCode, b)
+	}
+	var sum float64
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "lakefed_auth_refused_total{") {
+			continue
+		}
+		found = true
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", url, line, err)
+		}
+		sum += v
+	}
+	return sum, found
 }
 
 // A token that may only create (storage.create) writes a new file while
@@ -242,5 +285,60 @@ func TestOperatorAPIsListOnlyListable(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A process with storage sites only shows its auth refusals on its first
+// site's /metrics, and again after that site restarts (a new storage
+// server, with a new registry).
+func TestAuthRefusalsOnFirstSite(t *testing.T) {
+	// Anyone may read, so that Prometheus scrapes /metrics.
+	cfg := &config.Config{Auth: &config.Auth{Rules: []config.Rule{{Prefix: "/", Anonymous: []string{"read"}}}}}
+	lns := map[string]net.Listener{} // open before the config names them: no other process takes them
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[ln.Addr().String()] = ln
+		cfg.Storage = append(cfg.Storage, config.Storage{Listen: ln.Addr().String(), Root: t.TempDir()})
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(context.Background(), cfg, server.Options{Listeners: lns, Log: slog.New(slog.DiscardHandler), Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	sites := srv.Sites()
+	put := func() {
+		req, _ := http.NewRequest(http.MethodPut, sites[1].URL+"f", strings.NewReader("x"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("anonymous PUT on the second site = %d, want 401", resp.StatusCode)
+		}
+	}
+	put()
+	if n, ok := refusals(t, sites[0].URL+"metrics"); !ok || n != 1 {
+		t.Errorf("the first site's /metrics: refusals %v (present %v), want the second site's 1", n, ok)
+	}
+	if n, ok := refusals(t, sites[1].URL+"metrics"); ok {
+		t.Errorf("the second site's /metrics shows lakefed_auth_refused_total (%v) beside the first's", n)
+	}
+	if err := sites[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sites[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	put()
+	if n, ok := refusals(t, sites[0].URL+"metrics"); !ok || n != 2 {
+		t.Errorf("the first site's /metrics after its restart: refusals %v (present %v), want 2", n, ok)
 	}
 }

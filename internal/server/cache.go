@@ -76,6 +76,12 @@ func (r *cacheRole) start(ctx context.Context, s *Server) error {
 	if err != nil {
 		return err
 	}
+	if s.fed == nil { // else the federator's /metrics shows them
+		if err := s.exportAuth(c.Registry()); err != nil {
+			c.Close()
+			return err
+		}
+	}
 	r.s, r.c, s.cache = s, c, c
 	s.wroteCache.Store(c)
 	if cs.Listen == "" {

@@ -70,7 +70,10 @@ type storageRole struct {
 }
 
 func (r *storageRole) start(_ context.Context, s *Server) error {
-	r.site = &Site{cfg: s.cfg.Storage[r.index], s: s}
+	// The process's auth refusals show on one listener's /metrics: the
+	// federator's or the cache's when it has one, else its first site's.
+	authMetrics := r.index == 0 && s.cfg.Federation == nil && s.cfg.Cache == nil
+	r.site = &Site{cfg: s.cfg.Storage[r.index], s: s, authMetrics: authMetrics}
 	if err := r.site.start(true); err != nil {
 		return err
 	}
@@ -191,6 +194,10 @@ func (r *federatorRole) start(_ context.Context, s *Server) error {
 	}
 	fed, err := federation.New(s.runCtx, *s.cfg.Federation, opts)
 	if err != nil {
+		return err
+	}
+	if err := s.exportAuth(fed.Registry()); err != nil {
+		fed.Close()
 		return err
 	}
 	r.fed, s.fed = fed, fed

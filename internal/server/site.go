@@ -25,6 +25,9 @@ type Site struct {
 
 	cfg config.Storage
 	s   *Server
+	// authMetrics: this site's /metrics shows the process's auth
+	// refusals (it is the process's first listener that has a /metrics).
+	authMetrics bool
 
 	mu     sync.Mutex
 	addr   string          // the address bound at start, reused by Restart
@@ -66,6 +69,12 @@ func (t *Site) start(first bool) error {
 	srv, err := storage.New(storageConfig(t.cfg), t.s.log)
 	if err != nil {
 		return err
+	}
+	if t.authMetrics {
+		if err := t.s.exportAuth(srv.Registry()); err != nil {
+			srv.Close()
+			return err
+		}
 	}
 	if t.s.auth != nil {
 		if t.cfg.TLSCert != "" {

@@ -2,6 +2,7 @@ package sitetest
 
 import (
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -12,7 +13,22 @@ type metrics struct {
 	suspect prometheus.Gauge
 	tests   *prometheus.CounterVec
 	excl    *prometheus.GaugeVec
+	// class is 1 for the classification of each endpoint's latest test
+	// and 0 for the other; last is when that test started. With a
+	// shared results store several federators take turns at the rounds,
+	// each exporting its own latest: the alert rules keep the freshest.
+	class *prometheus.GaugeVec
+	last  *prometheus.GaugeVec
 }
+
+// The classifications of a test, as stored in the results store and
+// exported in lakefed_tests_classification.
+const (
+	// ClassOK: every operation of the test succeeded.
+	ClassOK = "ok"
+	// ClassToDebug: an operation failed; the run's reasons say which.
+	ClassToDebug = "to debug"
+)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -22,6 +38,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Scheduled functional tests by endpoint and result (ok, failed)."}, []string{"endpoint", "result"}),
 		excl: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakefed_tests_excluded",
 			Help: "1 when the scheduled tests have the endpoint excluded (marked down)."}, []string{"endpoint"}),
+		class: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakefed_tests_classification",
+			Help: "1 for the classification (ok, to debug) of the endpoint's latest scheduled test run by this process, 0 for the other."},
+			[]string{"endpoint", "classification"}),
+		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakefed_tests_last_timestamp_seconds",
+			Help: "When the endpoint's latest scheduled test run by this process started (Unix time)."}, []string{"endpoint"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -50,15 +71,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	m.excl = c.(*prometheus.GaugeVec)
+	if c, err = register(m.class); err != nil {
+		return nil, err
+	}
+	m.class = c.(*prometheus.GaugeVec)
+	if c, err = register(m.last); err != nil {
+		return nil, err
+	}
+	m.last = c.(*prometheus.GaugeVec)
 	return m, nil
 }
 
-func (m *metrics) result(name string, ok bool) {
+// result counts a test of name that started at started and exports its
+// classification.
+func (m *metrics) result(name string, ok bool, started time.Time) {
 	r := "ok"
 	if !ok {
 		r = "failed"
 	}
 	m.tests.WithLabelValues(name, r).Inc()
+	m.class.WithLabelValues(name, ClassOK).Set(b2f(ok))
+	m.class.WithLabelValues(name, ClassToDebug).Set(b2f(!ok))
+	m.last.WithLabelValues(name).Set(float64(started.UnixNano()) / 1e9)
 }
 
 func (m *metrics) excluded(name string, on bool) { m.excl.WithLabelValues(name).Set(b2f(on)) }
@@ -67,4 +101,7 @@ func (m *metrics) forget(name string) {
 	m.tests.DeleteLabelValues(name, "ok")
 	m.tests.DeleteLabelValues(name, "failed")
 	m.excl.DeleteLabelValues(name)
+	m.class.DeleteLabelValues(name, ClassOK)
+	m.class.DeleteLabelValues(name, ClassToDebug)
+	m.last.DeleteLabelValues(name)
 }

@@ -342,7 +342,7 @@ func (s *Scheduler) storedFails(ctx context.Context, rs []Result) map[string]int
 			continue
 		}
 		n := 0
-		for i := len(h) - 1; i >= 0 && h[i].Classification != "ok"; i-- {
+		for i := len(h) - 1; i >= 0 && h[i].Classification != ClassOK; i-- {
 			n++
 		}
 		out[r.Name] = n
@@ -532,11 +532,11 @@ func (s *Scheduler) save(ctx context.Context, r *Result) (int64, error) {
 	if err := st.AddSamples(ctx, id, samples); err != nil {
 		return id, err
 	}
-	f := results.Finish{Status: results.StatusDone, Classification: "ok", Ended: r.Started.Add(r.Duration),
+	f := results.Finish{Status: results.StatusDone, Classification: ClassOK, Ended: r.Started.Add(r.Duration),
 		Summary: map[string]any{"ok": r.OK, "latency": r.Latency.Seconds(), "duration": r.Duration.Seconds(),
 			"ops": len(r.Ops), "site": r.Site}}
 	if !r.OK {
-		f.Classification, f.Reasons, f.Error = "to debug", []string{r.Err}, r.Err
+		f.Classification, f.Reasons, f.Error = ClassToDebug, []string{r.Err}, r.Err
 	}
 	return id, st.FinishRun(ctx, id, f)
 }
@@ -575,7 +575,7 @@ func (s *Scheduler) apply(targets []Target, results []Result, stored map[string]
 			e.hist[e.next] = p
 			e.next = (e.next + 1) % historyLen
 		}
-		s.m.result(r.Name, r.OK)
+		s.m.result(r.Name, r.OK, r.Started)
 		switch n, ok := stored[r.Name]; {
 		case ok:
 			e.fails = n

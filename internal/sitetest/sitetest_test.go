@@ -563,3 +563,74 @@ func TestFederatorExclusion(t *testing.T) {
 	}
 	testenv.Eventually(t, 10*time.Second, "b up", func() bool { return state("b") == "up" })
 }
+
+// TestClassificationMetric: lakefed_tests_classification says the class
+// of each endpoint's latest test, "to debug" while it fails and "ok"
+// again once it passes, with the start of that test in
+// lakefed_tests_last_timestamp_seconds; an endpoint removed by a reload
+// leaves no series behind.
+func TestClassificationMetric(t *testing.T) {
+	ctx := context.Background()
+	eps, ts := fleet(2)
+	reg := prometheus.NewRegistry()
+	targets := ts
+	s, err := New(Options{Config: config.Tests{MaxRequestsPerSecond: 1000}, Targets: func() []Target { return targets },
+		Registerer: reg, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := func(name, c string) (float64, bool) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatalf("Gather = %v", err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "lakefed_tests_classification" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["endpoint"] == name && labels["classification"] == c {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+		return 0, false
+	}
+	want := func(when, name string, toDebug bool) {
+		t.Helper()
+		for c, w := range map[string]float64{ClassToDebug: b2f(toDebug), ClassOK: b2f(!toDebug)} {
+			if got, ok := class(name, c); !ok || got != w {
+				t.Errorf("%s: lakefed_tests_classification{endpoint=%q,classification=%q} = %v (present %v), want %v",
+					when, name, c, got, ok, w)
+			}
+		}
+	}
+	before := time.Now()
+	eps[1].down.Store(true)
+	s.RunOnce(ctx)
+	want("ep1 failing", "ep0", false)
+	want("ep1 failing", "ep1", true)
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "lakefed_tests_last_timestamp_seconds" {
+			for _, m := range mf.GetMetric() {
+				if v := m.GetGauge().GetValue(); v < float64(before.Unix()) || v > float64(time.Now().Unix()+1) {
+					t.Errorf("lakefed_tests_last_timestamp_seconds = %v, want the round's start (after %d)", v, before.Unix())
+				}
+			}
+		}
+	}
+	eps[1].down.Store(false)
+	s.RunOnce(ctx)
+	want("ep1 passing again", "ep1", false)
+
+	targets = ts[:1] // ep1 removed by a reload
+	s.RunOnce(ctx)
+	if _, ok := class("ep1", ClassOK); ok {
+		t.Errorf("lakefed_tests_classification of the removed ep1 is still exported")
+	}
+}
