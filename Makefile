@@ -28,6 +28,15 @@ NEMESIS_CI ?= 3m
 NEMESIS_CI_SEED ?= 1
 NEMESIS_DURATION ?= 30m
 
+# What lakefed version prints (cmd/lakefed/version.go). The go command
+# stamps the commit into the binary on its own, but not in a git worktree
+# (whose .git is a file) nor under GOFLAGS=-buildvcs=false, so the build
+# says it. VERSION is the release tag the commit is at or after, if any.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED ?= $(shell test -z "$$(git status --porcelain 2>/dev/null)" || echo true)
+LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.modified=$(MODIFIED)
+
 .PHONY: test deps build vet fuzz bench-storage nemesis nemesis-ci
 test: deps vet
 	$(GO) test -race -timeout 25m $(RACE_PKGS)
@@ -64,7 +73,7 @@ vet:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
 
 build:
-	$(GO) build -o bin/lakefed ./cmd/lakefed
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/lakefed ./cmd/lakefed
 
 bench-storage:
 	./bench/storage.sh

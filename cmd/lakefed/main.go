@@ -56,9 +56,6 @@ const (
 	exitRefused     = 5 // the endpoint refused (permission, bad request)
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
@@ -169,9 +166,4 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	// Parse again for fs.Args(): "--" keeps a positional "-x" from being
 	// read as a flag.
 	return fs.Parse(append([]string{"--"}, pos...))
-}
-
-func runVersion(ctx context.Context, args []string) error {
-	fmt.Println("lakefed", version)
-	return nil
 }
