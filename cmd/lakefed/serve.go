@@ -51,7 +51,10 @@ func runServe(ctx context.Context, args []string) error {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger("serve", cfg.LogFormat, level)
+	if err != nil {
+		return err
+	}
 
 	// Deferred calls run last-in first-out: cancel (stopping pprof and
 	// the SIGHUP loop) must run before the wait for their goroutines.
