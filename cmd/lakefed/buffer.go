@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/lakefed/lakefed/internal/buffer"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
@@ -289,6 +291,8 @@ func bufferServe(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer srv.Close()
+	notify(log, daemon.SdNotifyReady)
+	defer notify(log, daemon.SdNotifyStopping)
 	select {
 	case <-ctx.Done():
 		return nil

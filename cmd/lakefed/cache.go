@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server"
 )
@@ -93,6 +95,8 @@ func runCache(ctx context.Context, args []string) error {
 		defer scancel()
 		srv.Shutdown(sctx)
 	}()
+	notify(log, daemon.SdNotifyReady)
+	defer notify(log, daemon.SdNotifyStopping)
 	select {
 	case <-ctx.Done():
 		return nil

@@ -11,6 +11,8 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/lakefed/lakefed/internal/storage"
 )
 
@@ -64,7 +66,17 @@ func runStorage(ctx context.Context, args []string) error {
 		go servePprof(ctx, pln, log)
 	}
 	fmt.Printf("lakefed storage: serving %s at %s\n", cfg.Root, srv.URL(ln.Addr()))
-	return srv.Serve(ctx, ln)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ctx, ln) }()
+	// The listener is bound: connections queue until Serve accepts them.
+	notify(log, daemon.SdNotifyReady)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	notify(log, daemon.SdNotifyStopping)
+	return <-errc
 }
 
 // servePprof serves the runtime profiles on their own listener (never on
