@@ -17,11 +17,12 @@ package storage
 // only when it is the plain case, checked strictly: GET or HEAD, HTTP/1.1,
 // an origin-form target of unreserved characters (no %-escapes, no query),
 // CRLF line endings, only headers from a short list that cannot change
-// the answer (Host, User-Agent, Accept, Connection, X-Request-ID, ...), no body, and the
-// path names a regular file below Root. Anything else — another method, a
-// Range or If-* header, Want-Digest, a path that fails, a directory, an
-// error, headers too large for the buffer — hands the connection, with
-// every byte read so far, to an http.Server that then owns it to the end.
+// the answer (Host, User-Agent, Accept, Connection, X-Request-ID, ...), no
+// body, and the path names a regular file below Root. Anything else —
+// another method, a Range or If-* header, Want-Digest, a path that fails,
+// a directory, an error, headers too large for the buffer — hands the
+// connection, with every byte read so far, to an http.Server that then
+// owns it to the end.
 // Hand-off is always correct: net/http sees exactly the bytes the client
 // sent. So this file decides only "plain or not", and every error answer,
 // limit (431, 413, 400) and WebDAV method stays with the tested handler.
@@ -296,9 +297,8 @@ type fastReq struct {
 	close  bool   // the client sent Connection: close
 	keep   bool   // the client sent Connection: keep-alive
 	// sentID is the client's X-Request-ID, still inside the read
-	// buffer; nil: none. id is the request's ID as answered, kept for
-	// the access log only (the header is written straight from the
-	// buffer, so that no log, no allocation).
+	// buffer; nil: none. id is the ID answered, kept only for the
+	// access log: without one the answer gets it with no allocation.
 	sentID []byte
 	id     string
 }
