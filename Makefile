@@ -27,10 +27,34 @@ NEMESIS_CI ?= 3m
 NEMESIS_CI_SEED ?= 1
 NEMESIS_DURATION ?= 30m
 
-.PHONY: test deps build vet fuzz bench-storage nemesis nemesis-ci
+# What lakefed version prints (cmd/lakefed/version.go). The go command
+# stamps the commit into the binary on its own, but not in a git worktree
+# (whose .git is a file) nor under GOFLAGS=-buildvcs=false, so the build
+# says it. VERSION is the release tag the commit is at or after, if any.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED ?= $(shell test -z "$$(git status --porcelain 2>/dev/null)" || echo true)
+LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.modified=$(MODIFIED)
+
+# make install: the binary, the systemd units, the user they run as and
+# the default config. PREFIX is /usr/local, where what an administrator
+# builds by hand belongs; its lib/systemd/system is the directory systemd
+# reads for "units installed by the administrator" (systemd.unit(5)),
+# which leaves /etc/systemd/system to the site's own units and drop-ins,
+# and /usr/lib/systemd/system to the distribution's packages (PREFIX=/usr).
+# The units name the binary and the config where these say they are.
+# systemd-sysusers reads /etc, /run and /usr/lib only, never /usr/local.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+SYSUSERSDIR ?= $(SYSCONFDIR)/sysusers.d
+UNITS = lakefed.service lakefed-storage@.service
+
+.PHONY: test deps build install vet fuzz bench-storage nemesis nemesis-ci
 test: deps vet
 	$(GO) test -race -timeout 25m $(RACE_PKGS)
-	$(GO) test -timeout 15m ./cmd/...
+	$(GO) test -timeout 15m ./cmd/... ./deploy/...
 	$(MAKE) fuzz
 	$(MAKE) nemesis-ci
 
@@ -64,7 +88,20 @@ vet:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
 
 build:
-	$(GO) build -o bin/lakefed ./cmd/lakefed
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/lakefed ./cmd/lakefed
+
+install: build
+	install -d -m 0755 '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(SYSTEMDUNITDIR)' '$(DESTDIR)$(SYSUSERSDIR)' '$(DESTDIR)$(SYSCONFDIR)/lakefed'
+	install -m 0755 bin/lakefed '$(DESTDIR)$(BINDIR)/lakefed'
+	for u in $(UNITS); do \
+	  sed -e 's|/usr/local/bin/lakefed|$(BINDIR)/lakefed|g' -e 's|/etc/lakefed/|$(SYSCONFDIR)/lakefed/|g' \
+	    "deploy/systemd/$$u" > "$(DESTDIR)$(SYSTEMDUNITDIR)/$$u" && chmod 0644 "$(DESTDIR)$(SYSTEMDUNITDIR)/$$u" || exit 1; \
+	done
+	install -m 0644 deploy/systemd/lakefed.sysusers '$(DESTDIR)$(SYSUSERSDIR)/lakefed.conf'
+	@# The config is the site's from the first install on: an existing one stays.
+	test -e '$(DESTDIR)$(SYSCONFDIR)/lakefed/lakefed.yaml' || \
+	  install -m 0644 deploy/lakefed.yaml '$(DESTDIR)$(SYSCONFDIR)/lakefed/lakefed.yaml'
+	@test -n '$(DESTDIR)' || echo 'make install: now run systemd-sysusers, systemctl daemon-reload, systemctl enable --now lakefed'
 
 bench-storage:
 	./bench/storage.sh

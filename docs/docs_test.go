@@ -24,15 +24,6 @@ import (
 // readmeMaxLines is the README's bound: it must fit on two screens.
 const readmeMaxLines = 150
 
-// pending are paths other changes add (a generated config reference, the
-// deployment files). A link to one is checked once it exists, and only
-// logged while it does not, so that these pages can link to them first.
-var pending = map[string]bool{
-	"docs/config.md":                      true,
-	"deploy/systemd":                      true,
-	"deploy/prometheus/lakefed.rules.yml": true,
-}
-
 // pages returns README.md and docs/*.md, relative to the repository root.
 func pages(t *testing.T, root string) []string {
 	t.Helper()
@@ -66,11 +57,7 @@ func TestLinks(t *testing.T) {
 	if len(ps) < 5 {
 		t.Fatalf("found %d pages (%v); the glob is broken", len(ps), ps)
 	}
-	problems, skipped := checkLinks("..", ps, pending)
-	for _, s := range skipped {
-		t.Logf("not checked yet (another change adds it): %s", s)
-	}
-	for _, p := range problems {
+	for _, p := range checkLinks("..", ps) {
 		t.Error(p)
 	}
 }
@@ -100,9 +87,9 @@ func TestLinkCheckerFails(t *testing.T) {
 		"`[in code](nothing.md)`\n\n"+
 		"    [indented code](nothing-either.md)\n")
 	write("docs/a.md", "## The root:// door\n\n```\n[fenced](gone.md)\n## Not a heading\n```\n"+
-		"[ok](../README.md#top) [bad](a.md#not-a-heading) [pending](later.md)\n")
+		"[ok](../README.md#top) [bad](a.md#not-a-heading)\n")
 
-	problems, skipped := checkLinks(dir, []string{"README.md", "docs/a.md"}, map[string]bool{"docs/later.md": true})
+	problems := checkLinks(dir, []string{"README.md", "docs/a.md"})
 	want := []string{
 		"README.md: link docs/missing.md:",
 		"README.md: link docs/a.md#nowhere: no heading",
@@ -121,9 +108,6 @@ func TestLinkCheckerFails(t *testing.T) {
 		if !found {
 			t.Errorf("checkLinks did not report %q; it reported:\n%s", w, strings.Join(problems, "\n"))
 		}
-	}
-	if len(skipped) != 1 || !strings.Contains(skipped[0], "later.md") {
-		t.Errorf("skipped = %q, want the one pending link", skipped)
 	}
 }
 
@@ -273,8 +257,7 @@ func checkSVG(r io.Reader) error {
 // root, slash-separated): the file or directory it names exists inside
 // root, and its #anchor is a heading of the Markdown page it names (or of
 // its own page). Links with a scheme (https:, mailto:) are not checked.
-// A link to a path in pending that does not exist is returned in skipped.
-func checkLinks(root string, pages []string, pending map[string]bool) (problems, skipped []string) {
+func checkLinks(root string, pages []string) (problems []string) {
 	anchors := map[string]map[string]bool{} // page → its anchors
 	anchorsOf := func(page string) (map[string]bool, error) {
 		if a, ok := anchors[page]; ok {
@@ -319,10 +302,6 @@ func checkLinks(root string, pages []string, pending map[string]bool) (problems,
 					continue
 				}
 				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(dest))); err != nil {
-					if pending[dest] && errors.Is(err, os.ErrNotExist) {
-						skipped = append(skipped, page+": "+link)
-						continue
-					}
 					bad("%v", err)
 					continue
 				}
@@ -344,7 +323,7 @@ func checkLinks(root string, pages []string, pending map[string]bool) (problems,
 			}
 		}
 	}
-	return problems, skipped
+	return problems
 }
 
 var (

@@ -18,6 +18,8 @@ apt_pkgs=(
   prometheus
   # the nemesis and the partition tests cut processes off in network namespaces (ip netns)
   iproute2
+  # systemd-analyze verify and security check deploy/systemd's units; make runs make install
+  systemd make
   # bench/xroot.sh PACED=1 builds the CMS AAA scale test's XrdCl client
   g++ libxrootd-client-dev libpcre3-dev
 )

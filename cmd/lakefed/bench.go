@@ -23,6 +23,7 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/logging"
 	"github.com/lakefed/lakefed/internal/results"
 )
 
@@ -744,7 +745,11 @@ func benchAgent(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer st.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", *node)
+	log, err := newLogger("bench agent", logging.Text, slog.LevelInfo)
+	if err != nil {
+		return err
+	}
+	log = log.With("node", *node)
 	log.Info("bench agent waiting for jobs", "queue", *queue)
 	a := &bench.Agent{Queue: q, Store: st, Node: *node, Log: log, Target: bf.target}
 	return a.Serve(ctx)

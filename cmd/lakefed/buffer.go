@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/lakefed/lakefed/internal/buffer"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
@@ -248,6 +250,8 @@ func bufferServe(ctx context.Context, stdout io.Writer, args []string) error {
 	keep := fs.Duration("keep-after-migration", time.Hour, "how long a migrated file is still read locally")
 	fs.IntVar(&b.Parallel, "parallel", 0, "concurrent uploads (default 4)")
 	fs.StringVar(&b.WhenFull, "when-full", "reject", "reject (507) or direct (307 to the first target)")
+	accessLog := fs.Bool("access-log", false, "log one line per request")
+	logFormat := logFormatFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -273,17 +277,22 @@ func bufferServe(ctx context.Context, stdout io.Writer, args []string) error {
 		fed.Endpoints = append(fed.Endpoints, config.Endpoint{Config: endpoint.Config{Name: name, URL: t}, Writable: true, Priority: i + 1})
 	}
 	b.Prefixes = []config.BufferPrefix{{Prefix: *prefix, Targets: names}}
-	cfg := &config.Config{Listen: *listen, Federation: fed, Buffer: &b}
+	log, err := newLogger("buffer", *logFormat, slog.LevelInfo)
+	if err != nil {
+		return err
+	}
+	cfg := &config.Config{Listen: *listen, Federation: fed, Buffer: &b, AccessLog: *accessLog, LogFormat: *logFormat}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return usageErrorf("buffer: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	srv, err := server.Start(ctx, cfg, server.Options{Log: log, Out: stdout})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	notify(log, daemon.SdNotifyReady)
+	defer notify(log, daemon.SdNotifyStopping)
 	select {
 	case <-ctx.Done():
 		return nil

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server"
 )
@@ -19,7 +21,7 @@ import (
 // runCache runs a cache on its own, in front of one origin, until ctx is
 // cancelled (the same role a cache section runs inside lakefed serve):
 //
-//	lakefed cache --dir DIR --origin URL [--listen 127.0.0.1:9100] [--max-bytes 100GiB] [--group URL,URL --self URL]
+//	lakefed cache --dir DIR --origin URL [--listen 127.0.0.1:9100] [--max-bytes 100GiB] [--group URL,URL --self URL] [--access-log] [--log-format json]
 func runCache(ctx context.Context, args []string) error {
 	fs := newFlagSet("cache", "")
 	var c config.Cache
@@ -34,6 +36,8 @@ func runCache(ctx context.Context, args []string) error {
 	revalidate := fs.Duration("revalidate-after", 0, "how long the origin's description of a file is trusted (default 5m)")
 	group := fs.String("group", "", "comma-separated base URLs of every node of a cache group, this one included")
 	fs.StringVar(&c.Self, "self", "", "this node's URL in --group (default http://LISTEN)")
+	accessLog := fs.Bool("access-log", false, "log one line per request")
+	logFormat := logFormatFlag(fs)
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this host:port (off by default; for profiling only)")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -62,12 +66,15 @@ func runCache(ctx context.Context, args []string) error {
 	if *group != "" {
 		c.Group = strings.Split(*group, ",")
 	}
-	cfg := &config.Config{Cache: &c}
+	log, err := newLogger("cache", *logFormat, slog.LevelInfo)
+	if err != nil {
+		return err
+	}
+	cfg := &config.Config{Cache: &c, AccessLog: *accessLog, LogFormat: *logFormat}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return usageErrorf("cache: %v", strings.ReplaceAll(err.Error(), "cache.", "--"))
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -88,6 +95,8 @@ func runCache(ctx context.Context, args []string) error {
 		defer scancel()
 		srv.Shutdown(sctx)
 	}()
+	notify(log, daemon.SdNotifyReady)
+	defer notify(log, daemon.SdNotifyStopping)
 	select {
 	case <-ctx.Done():
 		return nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lakefed/lakefed/internal/demo"
+	"github.com/lakefed/lakefed/internal/logging"
 )
 
 // runDemo runs a whole federation on loopback with sample data until
@@ -30,7 +31,10 @@ func runDemo(ctx context.Context, args []string) error {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger("demo", logging.Text, level)
+	if err != nil {
+		return err
+	}
 	d, err := demo.Start(ctx, demo.Options{Dir: *dir, Listen: *listen, Bench: !*noBench, Log: log, Out: os.Stdout, Command: selfCommand()})
 	if err != nil {
 		return err

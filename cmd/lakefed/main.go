@@ -11,11 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/logging"
 )
 
 // command is one subcommand: its one-line summary and what runs it. run
@@ -55,9 +57,6 @@ const (
 	exitUnavailable = 4 // the endpoint could not answer: worth retrying
 	exitRefused     = 5 // the endpoint refused (permission, bad request)
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -127,6 +126,22 @@ func exitCode(err error) int {
 	return exitError
 }
 
+// logFormatFlag registers --log-format on fs, for the subcommands that
+// run a role without a config file (where log_format says it).
+func logFormatFlag(fs *flag.FlagSet) *string {
+	return fs.String("log-format", logging.Text, "the log's `format` on stderr: text or json (one object per line)")
+}
+
+// newLogger is the log of a subcommand that runs a role: logging.New on
+// stderr, its format given by --log-format or log_format.
+func newLogger(cmd, format string, level slog.Level) (*slog.Logger, error) {
+	log, err := logging.New(os.Stderr, format, level)
+	if err != nil {
+		return nil, usageErrorf("%s: %v", cmd, err)
+	}
+	return log, nil
+}
+
 // newFlagSet returns a flag set for a subcommand that returns errors
 // instead of exiting, so main decides the exit code.
 func newFlagSet(name, argsUsage string) *flag.FlagSet {
@@ -169,9 +184,4 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	// Parse again for fs.Args(): "--" keeps a positional "-x" from being
 	// read as a flag.
 	return fs.Parse(append([]string{"--"}, pos...))
-}
-
-func runVersion(ctx context.Context, args []string) error {
-	fmt.Println("lakefed", version)
-	return nil
 }

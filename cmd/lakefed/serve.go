@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/server"
 )
@@ -51,7 +53,10 @@ func runServe(ctx context.Context, args []string) error {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger("serve", cfg.LogFormat, level)
+	if err != nil {
+		return err
+	}
 
 	// Deferred calls run last-in first-out: cancel (stopping pprof and
 	// the SIGHUP loop) must run before the wait for their goroutines.
@@ -79,15 +84,20 @@ func runServe(ctx context.Context, args []string) error {
 		wg.Go(func() { servePprof(ctx, pln, log) })
 	}
 
+	// SIGHUP is caught before the roles start, so that one sent as soon
+	// as systemd sees the process (ExecReload) cannot kill it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	srv, err := server.Start(ctx, cfg, server.Options{ConfigPath: cfgPath, Log: log, Out: os.Stdout})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	// Start returns once every listener is bound and served.
+	notify(log, daemon.SdNotifyReady)
+	defer notify(log, daemon.SdNotifyStopping) // runs before srv.Close
 	// SIGHUP reads the certificates again, and the federation section.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	wg.Go(func() { reloadOnHUP(ctx, srv, hup, log) })
 
 	select {
@@ -106,7 +116,11 @@ func reloadOnHUP(ctx context.Context, srv *server.Server, hup <-chan os.Signal, 
 		case <-ctx.Done():
 			return
 		case <-hup:
+			notifyReloading(log)
 			restart, err := srv.Reload(ctx)
+			// Ready again whatever the outcome: a failed reload keeps
+			// the old settings serving.
+			notify(log, daemon.SdNotifyReady)
 			switch {
 			case errors.Is(err, server.ErrNoFederator):
 				log.Info("reloaded the certificates", "signal", "SIGHUP")

@@ -9,15 +9,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/lakefed/lakefed/internal/storage"
 )
 
 // runStorage serves a directory over HTTP/WebDAV until ctx is cancelled:
 //
-//	lakefed storage --root DIR [--listen 127.0.0.1:9001] [--tls-cert F --tls-key F] [--access-log] [--stale-upload-age 1h] [--pprof 127.0.0.1:6060]
+//	lakefed storage --root DIR [--listen 127.0.0.1:9001] [--tls-cert F --tls-key F] [--access-log] [--log-format json] [--stale-upload-age 1h] [--pprof 127.0.0.1:6060]
 func runStorage(ctx context.Context, args []string) error {
 	fs := newFlagSet("storage", "")
 	var cfg storage.Config
@@ -28,6 +29,7 @@ func runStorage(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.AccessLog, "access-log", false, "log one line per request")
 	fs.Int64Var(&cfg.MaxUpload, "max-upload", 0, "largest PUT body in bytes (0: no limit)")
 	fs.DurationVar(&cfg.StaleUploadAge, "stale-upload-age", 0, "remove the temp files and directories a crash left once this old (0: 1h)")
+	logFormat := logFormatFlag(fs)
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this host:port (off by default; for profiling only)")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -41,7 +43,10 @@ func runStorage(ctx context.Context, args []string) error {
 	if cfg.Root == "" {
 		return usageErrorf("storage: --root is required")
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log, err := newLogger("storage", *logFormat, slog.LevelInfo)
+	if err != nil {
+		return err
+	}
 	srv, err := storage.New(cfg, log)
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -61,7 +66,17 @@ func runStorage(ctx context.Context, args []string) error {
 		go servePprof(ctx, pln, log)
 	}
 	fmt.Printf("lakefed storage: serving %s at %s\n", cfg.Root, srv.URL(ln.Addr()))
-	return srv.Serve(ctx, ln)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ctx, ln) }()
+	// The listener is bound: connections queue until Serve accepts them.
+	notify(log, daemon.SdNotifyReady)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	notify(log, daemon.SdNotifyStopping)
+	return <-errc
 }
 
 // servePprof serves the runtime profiles on their own listener (never on

@@ -396,7 +396,7 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 		f.mu.Unlock()
 		if known {
 			c.m.staleServes.Inc()
-			c.log.Warn("cache: origin did not answer; serving the version last confirmed", "path", f.path, "err", err)
+			c.log.WarnContext(ctx, "cache: origin did not answer; serving the version last confirmed", "path", f.path, "err", err)
 			return nil
 		}
 	}

@@ -66,6 +66,7 @@ func memberRequest(r *http.Request, m *member) (*http.Request, error) {
 			req.Header[k] = v
 		}
 	}
+	httpx.ForwardRequestID(r.Context(), req.Header)
 	// The owner applies the same rules: it gets the caller's credential
 	// (the header, or the token the rules accepted from ?authz=).
 	if v := r.Header.Get("Authorization"); v != "" {
@@ -116,7 +117,7 @@ func (c *Cache) fromPeer(w http.ResponseWriter, r *http.Request, p string, o *me
 		panic(http.ErrAbortHandler)
 	}
 	if err := c.resume(w, r, p, resp.Header.Get("Etag"), off, end); err != nil {
-		c.log.Warn("cache: a group member broke off an answer and the rest could not be read elsewhere", "path", p, "member", o.url, "err", err)
+		c.log.WarnContext(r.Context(), "cache: a group member broke off an answer and the rest could not be read elsewhere", "path", p, "member", o.url, "err", err)
 		panic(http.ErrAbortHandler)
 	}
 	c.m.peerResumes.Inc()

@@ -14,6 +14,8 @@
 // joined), then construct.
 package config
 
+import "github.com/lakefed/lakefed/internal/logging"
+
 // Config is the whole file. Top-level sections are roles; a process runs
 // every role whose section is present.
 type Config struct {
@@ -70,6 +72,16 @@ type Config struct {
 	// Shared is the state shared with the other processes of the lake
 	// through Redis (shared.go). Nil: this process keeps its own.
 	Shared *Shared `yaml:"shared"`
+	// LogFormat is how the process writes its log to stderr: "text"
+	// (key=value lines, for people and journalctl) or "json" (one object
+	// per line, for log collectors). Default "text". Read only at start.
+	LogFormat string `yaml:"log_format"`
+	// AccessLog turns on one Info-level log line per request on the
+	// federator's listener and the cache's own ("request": method, path,
+	// status, bytes, duration, remote, request_id). Default false.
+	// Storage servers have their own storage[].access_log. Read only at
+	// start.
+	AccessLog bool `yaml:"access_log"`
 	// Results is the results store the dashboard shows, the scheduled
 	// tests write and lakefed bench reads: a SQLite file, or a
 	// PostgreSQL URL (postgres://user@host:5432/db) that several
@@ -137,6 +149,9 @@ type Storage struct {
 func (c *Config) SetDefaults() {
 	c.Tests.setDefaults()
 	c.Shared.setDefaults()
+	if c.LogFormat == "" {
+		c.LogFormat = logging.Text
+	}
 	if c.Federation == nil {
 		return
 	}

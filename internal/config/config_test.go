@@ -68,6 +68,8 @@ func TestParseGood(t *testing.T) {
 		{"ttl default", f.MetadataCache.TTL.D(), DefaultTTL},
 		{"placement default", f.Placement, "priority"},
 		{"storage root", c.Storage[0].Root, "/srv/a"},
+		{"log_format default", c.LogFormat, "text"},
+		{"access_log default", c.AccessLog, false},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -135,6 +137,7 @@ func TestParseErrors(t *testing.T) {
 			[]string{"line 1: shared.advertise: want http(s)://HOST:PORT"}},
 		{"advertise without a federator", "shared: {redis: 'redis://h:6379/0', advertise: 'http://h:8080'}\ncache: {dir: /c, origin: 'http://o/', listen: '127.0.0.1:1'}\n",
 			[]string{"line 1: shared.advertise: the URL of this process's federator: it needs a federation section"}},
+		{"unknown log format", "log_format: xml\nstorage:\n  - {listen: '127.0.0.1:9001', root: /srv/a}\n", []string{`line 1: log_format: "xml" is not one of text, json`}},
 		{"negative outage wait", "xroot_outage_wait: -1s\nlisten_xroot: 127.0.0.1:2\nfederation:\n  endpoints: [{name: a, url: 'http://h/'}]\n", []string{"line 1: xroot_outage_wait: must not be negative"}},
 	}
 	for _, tt := range tests {

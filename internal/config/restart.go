@@ -8,7 +8,8 @@ import (
 
 // RestartChanges returns the settings that differ between the running
 // config old and a reloaded config new but are read only when lakefed
-// serve starts: the federator's listen address, every storage server
+// serve starts: the federator's listen address, the log's format, the
+// access log of the federator's listener, every storage server
 // (listen, root, TLS files, ...: storage servers are not restarted by a
 // reload) and the tests section (the scheduler and its database are built
 // once). Each is one phrase, "listen changed from A to B". Nil: none.
@@ -17,6 +18,12 @@ func RestartChanges(old, new *Config) []string {
 	var out []string
 	if old.Listen != new.Listen {
 		out = append(out, fmt.Sprintf("listen changed from %s to %s", show(old.Listen), show(new.Listen)))
+	}
+	if old.LogFormat != new.LogFormat {
+		out = append(out, fmt.Sprintf("log_format changed from %s to %s", show(old.LogFormat), show(new.LogFormat)))
+	}
+	if old.AccessLog != new.AccessLog {
+		out = append(out, fmt.Sprintf("access_log changed from %v to %v", old.AccessLog, new.AccessLog))
 	}
 	if len(old.Storage) != len(new.Storage) {
 		out = append(out, fmt.Sprintf("storage changed from %d servers to %d", len(old.Storage), len(new.Storage)))

@@ -26,6 +26,8 @@ func TestRestartChanges(t *testing.T) {
 			"federation:\n  endpoints: [{name: a, url: 'http://127.0.0.1:9001/'}]\n",
 			[]string{"storage[0].root changed from /srv/a to /srv/b", `storage[0].tls_cert changed from "" to c.pem`,
 				`storage[0].tls_key changed from "" to k.pem`}},
+		{"log format and access log", "log_format: json\naccess_log: true\n" + base,
+			[]string{"log_format changed from text to json", "access_log changed from false to true"}},
 		{"storage added and tests added", "listen: 127.0.0.1:8080\nstorage:\n  - {listen: '127.0.0.1:9001', root: /srv/a}\n" +
 			"  - {listen: '127.0.0.1:9002', root: /srv/c}\n" +
 			"federation:\n  endpoints: [{name: a, url: 'http://127.0.0.1:9001/'}]\ntests: {interval: 30s}\n",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/logging"
 )
 
 // validator collects problems with their paths.
@@ -112,6 +113,9 @@ func (c *Config) Validate() error {
 		v.errorf("federation.admin.identities", "needs an auth section to verify them")
 	}
 	c.Buffer.validate(v, "buffer", c.Federation)
+	if !logging.ValidFormat(c.LogFormat) {
+		v.errorf("log_format", "%q is not one of %s, %s", c.LogFormat, logging.Text, logging.JSON)
+	}
 	return errors.Join(v.errs...)
 }
 

@@ -129,7 +129,7 @@ func (f *Federator) serveReload(w http.ResponseWriter, r *http.Request) {
 		err = f.Reload(*cfg)
 	}
 	if err != nil {
-		f.log.Warn("reload failed", "err", err)
+		f.log.WarnContext(r.Context(), "reload failed", "err", err)
 		httpError(w, http.StatusBadRequest, "lakefed: reload: "+err.Error())
 		return
 	}

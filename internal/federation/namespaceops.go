@@ -207,7 +207,7 @@ func (f *Federator) walk(ctx context.Context, m *member, dir string) []string {
 		items, err := m.ep.List(lctx, dir+rel)
 		cancel()
 		if err != nil {
-			f.log.Warn("could not list a moved directory; caches may keep paths below it", "endpoint", m.name, "path", dir+rel, "err", err)
+			f.log.WarnContext(ctx, "could not list a moved directory; caches may keep paths below it", "endpoint", m.name, "path", dir+rel, "err", err)
 			continue
 		}
 		for _, it := range items {

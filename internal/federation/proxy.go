@@ -382,7 +382,7 @@ func (fr *failoverReader) copyTo(w io.Writer) bool {
 	n, err := io.CopyBuffer(writerOnly{w}, fr, *bp)
 	copyBufs.Put(bp)
 	if err != nil && fr.ctx.Err() == nil {
-		fr.f.log.Warn("proxy read failed", "endpoint", fr.served.m.name, "bytes", n, "err", err)
+		fr.f.log.WarnContext(fr.ctx, "proxy read failed", "endpoint", fr.served.m.name, "bytes", n, "err", err)
 	}
 	return err == nil && n == want
 }

@@ -75,7 +75,7 @@ func (f *Federator) sharedWrote(ctx context.Context, paths ...string) error {
 	if err == nil || (errors.Is(err, shared.ErrDegraded) && f.opts.SharedWritesLocal) {
 		return nil
 	}
-	f.log.Warn("a write could not be shown to the other federators", "path", p, "err", err)
+	f.log.WarnContext(ctx, "a write could not be shown to the other federators", "path", p, "err", err)
 	return writeErr(http.StatusServiceUnavailable, endpoint.ErrUnavailable,
 		"lakefed: %s: written, but the other federators could not be told (%v); write again", p, err)
 }

@@ -487,7 +487,7 @@ func (f *Federator) retire(ctx context.Context, s *snapshot, p string, old []*re
 				if err == nil || errors.Is(err, endpoint.ErrNotFound) {
 					return
 				}
-				f.log.Warn("could not delete a replica a write made stale", "endpoint", rep.m.name, "path", p, "err", err)
+				f.log.WarnContext(ctx, "could not delete a replica a write made stale", "endpoint", rep.m.name, "path", p, "err", err)
 			}
 			f.stale.mark(rep.m.name, rep.path, rep.info())
 			mu.Lock()

@@ -34,6 +34,7 @@ import (
 	"github.com/lakefed/lakefed/internal/cache"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/logging"
 	"github.com/lakefed/lakefed/internal/results"
 	"github.com/lakefed/lakefed/internal/shared"
 	"github.com/lakefed/lakefed/internal/sitetest"
@@ -144,9 +145,9 @@ type Server struct {
 // dashboard and the front listener, in that order. ctx bounds the start
 // only: the roles run until Close. On error nothing is left running.
 func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Server, err error) {
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
+	// Tagged: every role's lines about a request carry its ID, whatever
+	// logger the caller built (nil: slog.Default()).
+	opts.Log = logging.Tagged(opts.Log)
 	out := opts.Out
 	if out == nil {
 		out = io.Discard
@@ -325,10 +326,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.closeErr
 }
 
-// newHTTPServer is the front listener's server, with the limits above.
+// newHTTPServer is the server of the front listener and of the cache's
+// own, with the limits above, the request IDs and the access log (tagged).
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           s.tagged(h),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

@@ -17,11 +17,12 @@ package storage
 // only when it is the plain case, checked strictly: GET or HEAD, HTTP/1.1,
 // an origin-form target of unreserved characters (no %-escapes, no query),
 // CRLF line endings, only headers from a short list that cannot change
-// the answer (Host, User-Agent, Accept, Connection, ...), no body, and the
-// path names a regular file below Root. Anything else — another method, a
-// Range or If-* header, Want-Digest, a path that fails, a directory, an
-// error, headers too large for the buffer — hands the connection, with
-// every byte read so far, to an http.Server that then owns it to the end.
+// the answer (Host, User-Agent, Accept, Connection, X-Request-ID, ...), no
+// body, and the path names a regular file below Root. Anything else —
+// another method, a Range or If-* header, Want-Digest, a path that fails,
+// a directory, an error, headers too large for the buffer — hands the
+// connection, with every byte read so far, to an http.Server that then
+// owns it to the end.
 // Hand-off is always correct: net/http sees exactly the bytes the client
 // sent. So this file decides only "plain or not", and every error answer,
 // limit (431, 413, 400) and WebDAV method stays with the tested handler.
@@ -295,6 +296,11 @@ type fastReq struct {
 	target []byte // the request target, still inside the read buffer
 	close  bool   // the client sent Connection: close
 	keep   bool   // the client sent Connection: keep-alive
+	// sentID is the client's X-Request-ID, still inside the read
+	// buffer; nil: none. id is the ID answered, kept only for the
+	// access log: without one the answer gets it with no allocation.
+	sentID []byte
+	id     string
 }
 
 // parse reads one request head from the buffer, waiting for more bytes
@@ -421,6 +427,11 @@ func parseHead(head []byte) (req fastReq, n int, ok bool) {
 			default:
 				return req, 0, false // upgrade, several tokens, ...: net/http decides
 			}
+		case asciiEqualFold(name, "x-request-id"):
+			if req.sentID != nil {
+				return req, 0, false // two: net/http's answer ignores both alike
+			}
+			req.sentID = value
 		case asciiEqualFold(name, "content-length"):
 			if string(value) != "0" {
 				return req, 0, false
@@ -526,6 +537,7 @@ func (c *fastConn) answer(req *fastReq) (keep, ok bool) {
 	}
 	b = append(b, c.lm...)
 	b = append(b, "\r\nServer: "+httpx.StorageServer...)
+	b = c.appendRequestID(b, req)
 	b, keep = c.appendConnection(b, req)
 	b = append(b, "\r\n\r\n"...)
 	c.bw.Write(b)
@@ -546,6 +558,7 @@ func (c *fastConn) notFound(req *fastReq, p string, start time.Time, err error) 
 	b = append(b, "\r\nContent-Length: "...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, "\r\nServer: "+httpx.StorageServer...)
+	b = c.appendRequestID(b, req)
 	b, keep = c.appendConnection(b, req)
 	b = append(b, "\r\n\r\n"...)
 	var sent int64
@@ -556,6 +569,18 @@ func (c *fastConn) notFound(req *fastReq, p string, start time.Time, err error) 
 	c.bw.Write(b)
 	c.f.s.recordFast(c, req, p, http.StatusNotFound, start, sent)
 	return keep, true
+}
+
+// appendRequestID adds the X-Request-ID header, with the ID TagRequest
+// would give the request, and keeps it in req for the access log.
+func (c *fastConn) appendRequestID(b []byte, req *fastReq) []byte {
+	b = append(b, "\r\n"+httpx.RequestIDHeader+": "...)
+	i := len(b)
+	b = httpx.AppendRequestID(b, req.sentID)
+	if c.f.s.cfg.AccessLog {
+		req.id = string(b[i:])
+	}
+	return b
 }
 
 // appendConnection adds the Connection header the answer needs and
@@ -614,7 +639,9 @@ func (s *Server) recordFast(c *fastConn, req *fastReq, p string, status int, sta
 		if c.remote == "" {
 			c.remote = c.c.RemoteAddr().String()
 		}
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+		// The request's context, as the handler's log lines have it.
+		ctx := httpx.WithRequestID(context.Background(), req.id)
+		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
 			slog.String("method", methods[mi]), slog.String("path", p),
 			slog.Int("status", status), slog.Int64("bytes", sent),
 			slog.Duration("duration", d), slog.String("remote", c.remote))

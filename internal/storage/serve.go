@@ -98,6 +98,7 @@ func httpError(w http.ResponseWriter, code int, reason string) {
 // access log and panic recovery.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r, _ = httpx.TagRequest(w, r) // tagged already when served by Serve
 	rw := rwPool.Get().(*respWriter)
 	rw.ResponseWriter, rw.status, rw.n = w, 0, 0
 	// Every answer names the server: the http kind believes its ETags

@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/logging"
 	"github.com/lakefed/lakefed/internal/storage/davlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -189,10 +190,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // newServer is New with hooks (nil in production), set before the
 // janitor starts.
 func newServer(cfg Config, log *slog.Logger, hooks *testHooks) (*Server, error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("component", "storage")
+	// Tagged: the lines about a request carry its ID, whatever logger
+	// the caller built.
+	log = logging.Tagged(log).With("component", "storage")
 	var errs []error
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
@@ -355,7 +355,9 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.handler,
+		// The ID first, so that what Guard put in front (an auth
+		// refusal) is logged and answered with it too.
+		Handler:           httpx.RequestIDs(s.handler),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

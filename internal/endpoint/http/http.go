@@ -292,6 +292,7 @@ func (e *Endpoint) do(ctx context.Context, method string, u *url.URL, hdr http.H
 		for k, v := range hdr {
 			req.Header[k] = v
 		}
+		httpx.ForwardRequestID(ctx, req.Header)
 		if tok := e.tokenFor(ctx); tok != "" && strings.EqualFold(cur.Host, e.base.Host) && cur.Scheme == e.base.Scheme {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}

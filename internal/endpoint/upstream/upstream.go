@@ -114,6 +114,7 @@ func (e *Endpoint) newRequest(ctx context.Context, method, p string, body io.Rea
 		return nil, opErr(strings.ToLower(method), p, endpoint.ErrRefused)
 	}
 	req.Header.Set(httpx.HopsHeader, strconv.Itoa(httpx.Hops(ctx)+1))
+	httpx.ForwardRequestID(ctx, req.Header)
 	if tok := e.tokenFor(ctx); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
@@ -348,6 +349,7 @@ func (e *Endpoint) Put(ctx context.Context, p string, r io.Reader, size int64) e
 		}
 		req.Header.Set("Expect", "100-continue")
 		req.Header.Set(httpx.HopsHeader, strconv.Itoa(httpx.Hops(ctx)+1))
+		httpx.ForwardRequestID(ctx, req.Header)
 		if tok := e.tokenFor(ctx); tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
