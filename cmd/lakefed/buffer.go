@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,9 +47,11 @@ func bufferMain(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	// "-h" anywhere shows the usage, as it does for every command.
 	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "help" }) {
-		fmt.Fprintf(os.Stderr, "Usage: %s\n\nShows a running write buffer's state: what is pending, since when,\n"+
-			"the disk, each target's throughput and the failures ('lakefed buffer status -h').\n", bufferUsage)
-		return flag.ErrHelp
+		fmt.Fprintf(os.Stderr, "Usage: %s\n\nRuns a write buffer: writes acknowledged from its spool directory (fsynced,\n"+
+			"journaled), migrated to every target and verified there. 'lakefed buffer status'\n"+
+			"shows a running buffer's state: what is pending, since when, the disk, each\n"+
+			"target's throughput and the failures ('lakefed buffer status -h').\n\n", bufferUsage)
+		return bufferServe(ctx, stdout, []string{"-h"})
 	}
 	return usageErrorf("buffer: want a subcommand: %s", bufferUsage)
 }

@@ -66,8 +66,8 @@ func remote(scheme string) bool {
 }
 
 // parseTarget splits a command-line argument into an endpoint and a path.
-// http(s)/dav(s) URLs give the endpoint scheme://host:port/ and the URL's
-// path; local paths and file:// URLs give a posix endpoint rooted at the
+// A URL of an endpoint kind with a host (http(s), dav(s), s3, root)
+// gives the endpoint scheme://host:port/ and the URL's path; local paths and file:// URLs give a posix endpoint rooted at the
 // directory localRoot picks. op is the command it is for.
 func parseTarget(ctx context.Context, op, raw string, cf *clientFlags) (*target, error) {
 	cfg := endpoint.Config{
@@ -220,8 +220,9 @@ func reason(err error) string {
 
 const cpUsage = `SRC DST
 
-Copies SRC to DST. Either may be a local path, a file:// URL or an
-http(s)/dav(s) URL; URL to URL streams through this process. Redirects
+Copies SRC to DST. Either may be a local path, a file:// URL or the URL
+of any endpoint kind (http(s)://, dav(s)://, s3://, root://); URL to URL
+streams through this process. Redirects
 are followed. The adler32 of the bytes copied is computed on the way and
 checked against the checksum the source offers (RFC 3230 Want-Digest)
 before the destination is committed, and against the one a remote

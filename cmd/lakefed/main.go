@@ -1,6 +1,6 @@
 // Command lakefed is a data-lake federation for scientific storage: one
-// binary that serves storage, federates many endpoints into one namespace
-// and benchmarks sites (the cache and the write buffer are still to come).
+// binary that serves storage, federates many endpoints into one namespace,
+// caches reads, buffers writes, opens a root:// door and benchmarks sites.
 // "lakefed help" lists the subcommands. This file is wiring only: each
 // subcommand lives in its own file and its logic in internal/.
 package main
