@@ -21,7 +21,7 @@ func (s *Server) tagged(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		r, _ = httpx.TagRequest(w, r)
-		lw := &logWriter{ResponseWriter: w}
+		lw := &httpx.Meter{ResponseWriter: w}
 		var in *countReader
 		if r.Body != nil && r.Body != http.NoBody {
 			in = &countReader{ReadCloser: r.Body}
@@ -31,11 +31,11 @@ func (s *Server) tagged(h http.Handler) http.Handler {
 		// whose source broke panics with http.ErrAbortHandler) is logged
 		// too.
 		defer func() {
-			status := lw.status
+			status := lw.Status
 			if status == 0 {
 				status = http.StatusOK
 			}
-			n := lw.n
+			n := lw.Bytes
 			if in != nil {
 				n += in.n
 			}
@@ -47,52 +47,6 @@ func (s *Server) tagged(h http.Handler) http.Handler {
 		h.ServeHTTP(lw, r)
 	})
 }
-
-// logWriter notes the status and the body bytes of an answer for the
-// access log.
-type logWriter struct {
-	http.ResponseWriter
-	status int   // 0 until a status is written
-	n      int64 // body bytes written
-}
-
-func (w *logWriter) WriteHeader(code int) {
-	// 1xx answers (103 Early Hints) come before the final one.
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	return n, err
-}
-
-// ReadFrom keeps sendfile for files served from disk (the cache's
-// blocks): net/http's response is an io.ReaderFrom.
-func (w *logWriter) ReadFrom(r io.Reader) (int64, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	var n int64
-	var err error
-	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
-		n, err = rf.ReadFrom(r)
-	} else {
-		n, err = io.Copy(w.ResponseWriter, r)
-	}
-	w.n += n
-	return n, err
-}
-
-// Unwrap lets http.ResponseController (the reverse proxy's flushes, the
-// deadlines of long transfers) reach the connection.
-func (w *logWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // countReader counts the bytes of a request body the handler read.
 type countReader struct {

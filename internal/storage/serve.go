@@ -37,51 +37,11 @@ var (
 	hdrServer      = []string{httpx.StorageServer}
 )
 
-// respWriter records the status and body size for metrics and the access
-// log. It forwards ReadFrom so file bodies still go out with sendfile.
-type respWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-}
+// respWriter is how the storage role's handlers see their answer: it
+// notes the status and body size for metrics and the access log.
+type respWriter = httpx.Meter
 
 var rwPool = sync.Pool{New: func() any { return new(respWriter) }}
-
-func (w *respWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *respWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	return n, err
-}
-
-// ReadFrom keeps the zero-copy path: net/http's response implements
-// io.ReaderFrom and hands an *os.File source to sendfile.
-func (w *respWriter) ReadFrom(r io.Reader) (int64, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	var n int64
-	var err error
-	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
-		n, err = rf.ReadFrom(r)
-	} else {
-		n, err = io.Copy(w.ResponseWriter, r)
-	}
-	w.n += n
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // httpError writes a one-line text/plain reason (httpx.WriteError, the
 // shape of every error answer lakefed writes itself), adding what only
@@ -100,7 +60,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	r, _ = httpx.TagRequest(w, r) // tagged already when served by Serve
 	rw := rwPool.Get().(*respWriter)
-	rw.ResponseWriter, rw.status, rw.n = w, 0, 0
+	rw.Reset(w)
 	// Every answer names the server: the http kind believes its ETags
 	// strong because it is a lakefed storage role (appendETag).
 	w.Header()["Server"] = hdrServer
@@ -112,7 +72,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.ErrorContext(r.Context(), "panic in handler", "method", r.Method, "path", r.URL.Path,
 				"err", v, "stack", string(debug.Stack()))
-			if rw.status == 0 {
+			if rw.Status == 0 {
 				httpError(rw, http.StatusInternalServerError, "internal error")
 			}
 		}
@@ -126,7 +86,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // record updates the metrics and writes the access log line.
 func (s *Server) record(rw *respWriter, r *http.Request, start time.Time, in int64) {
 	d := time.Since(start)
-	status := rw.status
+	status := rw.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -137,8 +97,8 @@ func (s *Server) record(rw *respWriter, r *http.Request, start time.Time, in int
 	}
 	s.m.requests[mi][class].Inc()
 	s.m.latency[mi].Observe(d.Seconds())
-	if rw.n > 0 {
-		s.m.sent.Add(float64(rw.n))
+	if rw.Bytes > 0 {
+		s.m.sent.Add(float64(rw.Bytes))
 	}
 	if in > 0 {
 		s.m.received.Add(float64(in))
@@ -146,7 +106,7 @@ func (s *Server) record(rw *respWriter, r *http.Request, start time.Time, in int
 	if s.cfg.AccessLog {
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", status), slog.Int64("bytes", rw.n+in),
+			slog.Int("status", status), slog.Int64("bytes", rw.Bytes+in),
 			slog.Duration("duration", d), slog.String("remote", r.RemoteAddr))
 	}
 }
