@@ -213,18 +213,18 @@ func (w *Workload) Put(ctx context.Context, client int, n Node, p string) Op {
 	v := w.Versions.Next(p)
 	body := Content(p, v)
 	op := Op{Client: client, Node: n.Name, Kind: Put, Path: p, Version: v, Start: w.now()}
-	status, _, _, err := w.do(ctx, http.MethodPut, n.URL+p, body, nil)
+	status, _, reply, err := w.do(ctx, http.MethodPut, n.URL+p, body, nil)
 	op.End = w.now()
-	w.answer(&op, status, err, false)
+	w.answer(&op, status, reply, err, false)
 	return op
 }
 
 // Delete removes p through n.
 func (w *Workload) Delete(ctx context.Context, client int, n Node, p string) Op {
 	op := Op{Client: client, Node: n.Name, Kind: Delete, Path: p, Version: w.Versions.Next(p), Start: w.now()}
-	status, _, _, err := w.do(ctx, http.MethodDelete, n.URL+p, nil, nil)
+	status, _, reply, err := w.do(ctx, http.MethodDelete, n.URL+p, nil, nil)
 	op.End = w.now()
-	w.answer(&op, status, err, true)
+	w.answer(&op, status, reply, err, true)
 	return op
 }
 
@@ -233,7 +233,7 @@ func (w *Workload) Get(ctx context.Context, client int, n Node, p string, final 
 	op := Op{Client: client, Node: n.Name, Kind: Get, Path: p, Start: w.now(), Final: final}
 	status, _, body, err := w.do(ctx, http.MethodGet, n.URL+p, nil, nil)
 	op.End = w.now()
-	if w.answer(&op, status, err, true) && !op.Absent {
+	if w.answer(&op, status, body, err, true) && !op.Absent {
 		w.decode(&op, 0, body, cc, func(v int) bool { return int64(len(body)) == Size(p, v) })
 	}
 	return op
@@ -245,7 +245,7 @@ func (w *Workload) Range(ctx context.Context, client int, node Node, p string, o
 	h := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+n-1)}}
 	status, hdr, body, err := w.do(ctx, http.MethodGet, node.URL+p, nil, h)
 	op.End = w.now()
-	if !w.answer(&op, status, err, true) || op.Absent {
+	if !w.answer(&op, status, body, err, true) || op.Absent {
 		return op
 	}
 	switch status {
@@ -275,7 +275,7 @@ func (w *Workload) Head(ctx context.Context, client int, n Node, p string) Op {
 	op := Op{Client: client, Node: n.Name, Kind: Head, Path: p, Start: w.now()}
 	status, hdr, _, err := w.do(ctx, http.MethodHead, n.URL+p, nil, nil)
 	op.End = w.now()
-	if w.answer(&op, status, err, true) && !op.Absent {
+	if w.answer(&op, status, nil, err, true) && !op.Absent {
 		op.Size, _ = strconv.ParseInt(hdr.Get("Content-Length"), 10, 64)
 		op.Versions = SizeVersions(p, op.Size, w.Versions.Written(p))
 		op.Unknown = len(op.Versions) == 0
@@ -302,8 +302,9 @@ func (w *Workload) decode(op *Op, off int64, body []byte, cc *content, fits func
 }
 
 // answer classifies an HTTP answer into op and reports whether it is one
-// to look at (2xx, 416, or a 404 when notFoundOK).
-func (w *Workload) answer(op *Op, status int, err error, notFoundOK bool) bool {
+// to look at (2xx, 416, or a 404 when notFoundOK). An error status keeps
+// the start of its body (the server's reason) in op.Err.
+func (w *Workload) answer(op *Op, status int, body []byte, err error, notFoundOK bool) bool {
 	op.Status = status
 	switch {
 	case err != nil:
@@ -317,6 +318,7 @@ func (w *Workload) answer(op *Op, status int, err error, notFoundOK bool) bool {
 		return true
 	default:
 		op.ErrKind = strconv.Itoa(status)
+		op.Err = strings.TrimSpace(string(body[:min(len(body), 300)]))
 		return false
 	}
 }
