@@ -115,7 +115,7 @@ func (o *overlay) Open(ctx context.Context, p string, off, n int64) (io.ReadClos
 	if off < 0 || off > e.size {
 		o.b.release(e)
 		return nil, &endpoint.OpError{Kind: "buffer", Op: "open", Path: p,
-			Err: fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, e.size)}
+			Err: endpoint.BeyondEnd(off, e.size)}
 	}
 	f, err := o.b.open(e)
 	if err != nil {

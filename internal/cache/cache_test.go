@@ -889,3 +889,31 @@ func TestOriginDownServesOnlyConfirmed(t *testing.T) {
 		t.Errorf("GET once the origin answers again = %d, %d bytes", resp.StatusCode, len(b))
 	}
 }
+
+// A file replaced at the origin by a shorter version, found by a fill
+// rather than by a revalidation (the cache's description is fresh; the
+// origin, a federation whose replicas disagree, answers the other one):
+// the origin refuses the block past its end, and the cache reads the
+// file afresh. It never answers that refusal, a 403 for a file that
+// exists.
+func TestShorterOriginFoundByFill(t *testing.T) {
+	o := startOrigin(t)
+	v1, v2 := random(4*block, 81), random(block/2, 82)
+	o.write(t, "f", v1)
+	n := startCache(t, cache.Config{BlockSize: block, RevalidateAfter: time.Hour, PrefetchBlocks: -1, RAM: -1}, o.ep)
+	if resp, b := get(t, n.URL+"/f", "Range", "bytes=0-99"); resp.StatusCode != http.StatusPartialContent || !bytes.Equal(b, v1[:100]) {
+		t.Fatalf("first read = %d, %d bytes; want 206 and v1's first 100", resp.StatusCode, len(b))
+	}
+	o.write(t, "f", v2)
+	resp, b := get(t, n.URL+"/f", "Range", fmt.Sprintf("bytes=%d-%d", 3*block, 3*block+99))
+	switch resp.StatusCode {
+	case http.StatusRequestedRangeNotSatisfiable: // the new version is shorter than the range
+	case http.StatusPartialContent:
+		t.Fatalf("a range of v1 past the end of v2 = 206, %d bytes: %s; want 416 (v2 is %d bytes)", len(b), which(b, v1[3*block:3*block+100], nil), len(v2))
+	default:
+		t.Fatalf("a range past the end of the origin's new, shorter version = %d %q; want 416", resp.StatusCode, b)
+	}
+	if resp, b := get(t, n.URL+"/f"); resp.StatusCode != http.StatusOK || !bytes.Equal(b, v2) {
+		t.Fatalf("whole GET after = %d, %d bytes; want 200 and v2", resp.StatusCode, len(b))
+	}
+}

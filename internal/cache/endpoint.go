@@ -92,7 +92,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 		hdr, epoch := f.hdr, f.epoch
 		if off < 0 || off > hdr.Size {
 			f.mu.Unlock()
-			return nil, fmt.Errorf("cache: open %s at %d: beyond the end (%d bytes): %w", p, off, hdr.Size, endpoint.ErrRefused)
+			return nil, fmt.Errorf("cache: open %s: %w", p, endpoint.BeyondEnd(off, hdr.Size))
 		}
 		d, err := os.Open(f.dataPath())
 		if err != nil {

@@ -276,7 +276,9 @@ func (c *Cache) openRun(p string, hdr header, off, n int64, first bool) (rc io.R
 func (c *Cache) openOrigin(ctx context.Context, p string, hdr header, off, n int64) (rc io.ReadCloser, proven bool, err error) {
 	rc, err = c.origin.Open(ctx, p, off, n)
 	if err != nil {
-		if endpoint.Class(err) == endpoint.ErrNotFound {
+		// Gone, or shorter than the cached version says (the cache
+		// reads only within it): another version, not a failure.
+		if endpoint.Class(err) == endpoint.ErrNotFound || errors.Is(err, endpoint.ErrBeyondEnd) {
 			return nil, false, fmt.Errorf("%w: %w", errChanged, err)
 		}
 		return nil, false, err

@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"syscall"
@@ -39,7 +40,21 @@ var (
 	// caller saw (RFC 9110 §13.1: 412), and changed nothing. It is a
 	// refusal: errors.Is(err, ErrRefused) holds too.
 	ErrPrecondition = &classed{msg: "precondition failed", class: ErrRefused}
+	// ErrBeyondEnd: a read asked for an offset past the end of the file
+	// (BeyondEnd). It is a refusal (RFC 9110 §15.5.17: 416), and to a
+	// caller that read the file's size before, a sign that the file it
+	// reads now is another, shorter version.
+	ErrBeyondEnd = &classed{msg: "offset beyond the end of the file", class: ErrRefused}
 )
+
+// BeyondEnd is the error of a read at off of a file of size bytes (size
+// < 0: not known), off > size: every kind says it this way (ErrBeyondEnd).
+func BeyondEnd(off, size int64) error {
+	if size < 0 {
+		return fmt.Errorf("%w: offset %d", ErrBeyondEnd, off)
+	}
+	return fmt.Errorf("%w: offset %d, size %d", ErrBeyondEnd, off, size)
+}
 
 // OpError is the error of an endpoint's method: which kind failed doing
 // what on which path, and why, as fs.PathError is for files. Err wraps the

@@ -36,7 +36,8 @@ func ClassOfStatus(code int) error {
 
 // HTTPStatus is the other direction: the status a server answers for an
 // endpoint error, by its class. ErrNotFound is 404; ErrExist 409 (a file
-// is in the way); ErrPrecondition 412; any other refusal 403;
+// is in the way); ErrPrecondition 412; ErrBeyondEnd 416; any other
+// refusal 403;
 // ErrUnavailable, and an error of no known class, 503: worth retrying,
 // never "not there".
 func HTTPStatus(err error) int {
@@ -49,6 +50,9 @@ func HTTPStatus(err error) int {
 		}
 		if errors.Is(err, ErrPrecondition) {
 			return http.StatusPreconditionFailed
+		}
+		if errors.Is(err, ErrBeyondEnd) {
+			return http.StatusRequestedRangeNotSatisfiable
 		}
 		return http.StatusForbidden
 	}

@@ -116,7 +116,7 @@ func (n *Namespace) open(ctx context.Context, p string, off, count int64, fresh 
 	}
 	size := rk[0].r.ver.size
 	if off < 0 || off > size {
-		return nil, fmt.Errorf("federation: open %s at %d: beyond the end (%d bytes): %w", p, off, size, endpoint.ErrRefused)
+		return nil, fmt.Errorf("federation: open %s: %w", p, endpoint.BeyondEnd(off, size))
 	}
 	if count < 0 || off+count > size {
 		count = size - off
@@ -164,7 +164,7 @@ var (
 // kept. A range running past the end is cut at the end.
 func (r *namespaceReader) SeekRange(off, n int64) error {
 	if off < 0 || off > r.size {
-		return fmt.Errorf("federation: read %s at %d: beyond the end (%d bytes): %w", r.p, off, r.size, endpoint.ErrRefused)
+		return fmt.Errorf("federation: read %s: %w", r.p, endpoint.BeyondEnd(off, r.size))
 	}
 	if n < 0 || off+n > r.size {
 		n = r.size - off

@@ -13,7 +13,8 @@
 // Decisions the suite enforces for every kind:
 //   - Open at off == size gives an empty reader (like io.ReaderAt at EOF, so
 //     a cache can read to EOF at a block boundary); off > size wraps
-//     ErrRefused; a range running past the end is cut at the end.
+//     ErrRefused (ErrBeyondEnd); a range running past the end is cut at
+//     the end.
 //   - Delete of a non-empty directory wraps ErrRefused, never removes a tree.
 //   - Put with a reader that gives fewer or more bytes than size fails and
 //     leaves no new file.
@@ -319,8 +320,10 @@ func (s *suite) read(t *testing.T) {
 	for _, n := range []int64{-1, 10} {
 		_, err := s.readAll(t, p, size+1, n)
 		wantClass(t, fmt.Sprintf("Open(size+1, %d)", n), err, endpoint.ErrRefused)
+		wantBeyondEnd(t, fmt.Sprintf("Open(size+1, %d)", n), err)
 		_, err = s.readAll(t, p, size+1000, n)
 		wantClass(t, fmt.Sprintf("Open(size+1000, %d)", n), err, endpoint.ErrRefused)
+		wantBeyondEnd(t, fmt.Sprintf("Open(size+1000, %d)", n), err)
 	}
 	_, err := s.readAll(t, "/c-read/missing", 0, -1)
 	wantClass(t, "Open(missing)", err, endpoint.ErrNotFound)
@@ -344,6 +347,17 @@ func (s *suite) readEmpty(t *testing.T) {
 	}
 	_, err = s.readAll(t, "/c-read-empty/e", 1, -1)
 	wantClass(t, "Open(empty, 1, -1)", err, endpoint.ErrRefused)
+	wantBeyondEnd(t, "Open(empty, 1, -1)", err)
+}
+
+// wantBeyondEnd checks that a read past the end says so
+// (endpoint.ErrBeyondEnd), as every kind must: a cache that reads within
+// the size it saw takes it for a shorter, new version of the file.
+func wantBeyondEnd(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, endpoint.ErrBeyondEnd) {
+		t.Errorf("%s: %v; want endpoint.ErrBeyondEnd", what, err)
+	}
 }
 
 // onlyReader hides every method but Read (no Seeker, no WriterTo), the

@@ -41,7 +41,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 			return nil, fail("open", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 		}
 		if off > in.Size {
-			return nil, fail("open", p, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, in.Size))
+			return nil, fail("open", p, endpoint.BeyondEnd(off, in.Size))
 		}
 		return emptyAt(in), nil
 	}
@@ -110,13 +110,13 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 		ver := e.versionOf(resp, resp.ContentLength)
 		total := resp.ContentLength // -1 when unknown
 		if total >= 0 && off > total {
-			return abort(fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, total))
+			return abort(endpoint.BeyondEnd(off, total))
 		}
 		if off > 0 {
 			// The server ignored Range: skip to off.
 			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
 				if err == io.EOF && total < 0 {
-					return abort(fmt.Errorf("%w: offset %d beyond size", endpoint.ErrRefused, off))
+					return abort(endpoint.BeyondEnd(off, -1))
 				}
 				return abort(fmt.Errorf("%w: skipping to offset %d: %w", endpoint.ErrUnavailable, off, eofErr(err)))
 			}
@@ -143,7 +143,7 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 			cancel()
 			switch {
 			case off > total:
-				return nil, 0, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, total)
+				return nil, 0, endpoint.BeyondEnd(off, total)
 			case off == total:
 				return emptyAt(e.versionOf(resp, total)), 0, nil
 			}
@@ -169,7 +169,7 @@ func (e *Endpoint) get(ctx context.Context, p string, off, n int64) (io.ReadClos
 		if off == total {
 			return emptyAt(e.versionOf(resp, total)), 0, nil
 		}
-		return nil, 0, fmt.Errorf("%w: %s: offset %d, size %d", endpoint.ErrRefused, resp.Status, off, total)
+		return nil, 0, fmt.Errorf("%s: %w", resp.Status, endpoint.BeyondEnd(off, total))
 	}
 	se := statusError(resp, nil)
 	cancel()

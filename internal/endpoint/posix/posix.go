@@ -330,7 +330,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	}
 	if off > fi.Size() {
 		f.Close()
-		return nil, opErr("open", p, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, fi.Size()))
+		return nil, opErr("open", p, endpoint.BeyondEnd(off, fi.Size()))
 	}
 	if n < 0 || off+n > fi.Size() {
 		n = fi.Size() - off

@@ -518,7 +518,7 @@ func (e *Endpoint) openEmpty(ctx context.Context, p string, off int64) (io.ReadC
 	case info.IsDir:
 		return nil, opErr("open", p, fmt.Errorf("%w: is a directory", endpoint.ErrRefused))
 	case off > info.Size:
-		return nil, opErr("open", p, fmt.Errorf("%w: offset %d past the end (%d bytes)", endpoint.ErrRefused, off, info.Size))
+		return nil, opErr("open", p, endpoint.BeyondEnd(off, info.Size))
 	}
 	return io.NopCloser(strings.NewReader("")), nil
 }

@@ -272,7 +272,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 		resp.Body.Close()
 		cancel()
-		return nil, opErr("open", p, fmt.Errorf("offset %d: %s: %w", off, resp.Status, endpoint.ErrRefused))
+		return nil, opErr("open", p, fmt.Errorf("%s: %w", resp.Status, endpoint.BeyondEnd(off, -1)))
 	default:
 		resp.Body.Close()
 		cancel()

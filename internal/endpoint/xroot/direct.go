@@ -193,7 +193,7 @@ func (e *Endpoint) openDirect(ctx context.Context, p, rp string, off, n int64) (
 	}
 	if off > size {
 		c.Close()
-		return nil, opErr("open", p, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, size))
+		return nil, opErr("open", p, endpoint.BeyondEnd(off, size))
 	}
 	end := size
 	if n >= 0 && off+n < size {

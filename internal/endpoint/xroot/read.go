@@ -118,7 +118,7 @@ func (e *Endpoint) Open(ctx context.Context, p string, off, n int64) (io.ReadClo
 	}
 	if off > size {
 		e.closeFile(s, f)
-		return nil, opErr("open", p, fmt.Errorf("%w: offset %d beyond size %d", endpoint.ErrRefused, off, size))
+		return nil, opErr("open", p, endpoint.BeyondEnd(off, size))
 	}
 	end := size
 	if n >= 0 && off+n < size {
