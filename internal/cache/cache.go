@@ -158,6 +158,10 @@ type Options struct {
 
 // Cache is a running cache. Its methods are safe for concurrent use.
 type Cache struct {
+	// distrusts counts the calls of Distrust: an origin's answer asked
+	// before one counts for nothing after it (checkedNow).
+	distrusts atomic.Uint64
+
 	cfg    Config
 	origin endpoint.Endpoint
 	log    *slog.Logger
@@ -346,6 +350,7 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 	}
 	_, err, _ := c.sf.Do(f.path, func() (any, error) {
 		c.m.revalidations.Inc()
+		asked := c.distrusts.Load()
 		in, err := c.origin.Stat(ctx, f.path)
 		if err != nil {
 			if endpoint.Class(err) == endpoint.ErrNotFound {
@@ -361,12 +366,12 @@ func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
 			// weak validators do not say the cached ones are those: only
 			// the origin's adler32, equal to the one recorded, does.
 			c.sumOf(ctx, f.path, &in)
-			return nil, c.confirmProven(f, in)
+			return nil, c.confirmProven(f, in, asked)
 		}
 		f.mu.Lock()
 		epoch := f.epoch
 		f.mu.Unlock()
-		if err := c.confirm(f, in); err != nil || in.Strong {
+		if err := c.confirm(f, in, asked); err != nil || in.Strong {
 			return nil, err
 		}
 		f.mu.Lock()
@@ -420,7 +425,7 @@ func (c *Cache) sumOf(ctx context.Context, p string, in *endpoint.Info) {
 // are of the origin's current bytes (no-cache) when its validators are
 // weak: they stay only when the origin's adler32 is the one recorded for
 // them; otherwise they are dropped, and the file is read afresh.
-func (c *Cache) confirmProven(f *file, in endpoint.Info) error {
+func (c *Cache) confirmProven(f *file, in endpoint.Info, asked uint64) error {
 	f.mu.Lock()
 	sum := in.Checksums[httpx.Adler32]
 	unproven := f.known && !f.gone && (sum == "" || sum != f.hdr.Adler32)
@@ -431,12 +436,13 @@ func (c *Cache) confirmProven(f *file, in endpoint.Info) error {
 		c.drop(f)
 		return errChanged // the caller starts again with a new entry
 	}
-	return c.confirm(f, in)
+	return c.confirm(f, in, asked)
 }
 
-// confirm records in as the origin's current version of f: the blocks
+// confirm records in, the origin's answer asked when Distrust had been
+// called asked times, as the origin's current version of f: the blocks
 // stay when they are of it, and are dropped when not.
-func (c *Cache) confirm(f *file, in endpoint.Info) error {
+func (c *Cache) confirm(f *file, in endpoint.Info, asked uint64) error {
 	hdr := header{Path: f.path, Size: in.Size, ETag: in.ETag, Strong: in.Strong, Block: c.cfg.BlockSize}
 	if !in.ModTime.IsZero() {
 		hdr.ModTime = in.ModTime.UnixNano()
@@ -451,7 +457,7 @@ func (c *Cache) confirm(f *file, in endpoint.Info) error {
 		if f.hdr.Adler32 == "" && hdr.Adler32 != "" {
 			f.hdr.Adler32 = hdr.Adler32
 		}
-		f.checked = c.checkedNow()
+		f.checked = c.checkedNow(asked)
 		return nil
 	}
 	if f.known {
@@ -468,7 +474,7 @@ func (c *Cache) confirm(f *file, in endpoint.Info) error {
 	if err := f.resetLocked(hdr, c.epochs.Add(1)); err != nil {
 		return fmt.Errorf("cache: %s: %w: %w", f.path, err, endpoint.ErrUnavailable)
 	}
-	f.checked = c.checkedNow()
+	f.checked = c.checkedNow(asked)
 	return nil
 }
 
@@ -476,10 +482,13 @@ func (c *Cache) confirm(f *file, in endpoint.Info) error {
 // RevalidateAfter (Options.Trusted).
 func (c *Cache) isTrusted() bool { return c.trusted == nil || c.trusted() }
 
-// checkedNow is the time an origin's answer given now counts from: now,
-// or, while not trusted, none (the next read asks again).
-func (c *Cache) checkedNow() time.Time {
-	if !c.isTrusted() {
+// checkedNow is the time an origin's answer, asked when Distrust had
+// been called asked times, counts from: now, or none (the next read asks
+// again) while not trusted, and when Distrust was called since it was
+// asked. An answer asked before the process was cut off from the lake
+// and received after it joined again may predate a write it missed.
+func (c *Cache) checkedNow(asked uint64) time.Time {
+	if !c.isTrusted() || c.distrusts.Load() != asked {
 		return time.Time{}
 	}
 	return time.Now()
@@ -595,6 +604,7 @@ func (c *Cache) randN(n int64) int64 {
 // writes (it was cut off from the lake's shared state). Blocks of a
 // version the origin confirms stay.
 func (c *Cache) Distrust() {
+	c.distrusts.Add(1) // before the marks go: an answer in flight sees it
 	for _, f := range c.list() {
 		f.mu.Lock()
 		f.checked = time.Time{}

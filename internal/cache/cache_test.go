@@ -917,3 +917,72 @@ func TestShorterOriginFoundByFill(t *testing.T) {
 		t.Fatalf("whole GET after = %d, %d bytes; want 200 and v2", resp.StatusCode, len(b))
 	}
 }
+
+// statGate is an origin whose Stat waits for a release when held, and
+// counts the Stats it answered.
+type statGate struct {
+	endpoint.Endpoint
+	held    atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	stats   atomic.Int32
+}
+
+func (g *statGate) Stat(ctx context.Context, p string) (endpoint.Info, error) {
+	in, err := g.Endpoint.Stat(ctx, p) // the answer as it was when asked
+	if g.held.Load() {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	g.stats.Add(1)
+	return in, err
+}
+
+// An origin's answer asked before Distrust (the process cut off from the
+// lake, then joined again) and received after it counts for nothing: the
+// next read asks the origin again rather than trusting, for
+// RevalidateAfter, a version that may predate a write it missed.
+func TestDistrustDuringRevalidation(t *testing.T) {
+	o := startOrigin(t)
+	v1, v2 := random(block, 91), random(block, 92)
+	o.write(t, "f", v1)
+	g := &statGate{Endpoint: o.ep, entered: make(chan struct{}), release: make(chan struct{})}
+	c, err := cache.New(t.Context(), cache.Config{Dir: t.TempDir(), BlockSize: block, RevalidateAfter: time.Hour}, g,
+		cache.Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ep := c.Endpoint()
+
+	g.held.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := ep.Stat(t.Context(), "/f")
+		done <- err
+	}()
+	<-g.entered         // the Stat has v1's answer in hand
+	c.Distrust()        // meanwhile the process lost the lake, and joined again
+	o.write(t, "f", v2) // a write it missed
+	g.held.Store(false)
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	before := g.stats.Load()
+	rc, err := ep.Open(t.Context(), "/f", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.stats.Load() == before {
+		t.Error("the read after Distrust trusted an answer asked before it: the origin was not asked again")
+	}
+	if !bytes.Equal(got, v2) {
+		t.Errorf("read after Distrust: %s; want v2", which(got, v1, v2))
+	}
+}
