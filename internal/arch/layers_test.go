@@ -35,12 +35,14 @@ var layers = []struct {
 	{"internal/storage", 3}, // its third-party copy uses the one HTTP client (httpx/transport)
 	{"internal/bench", 5},
 	{"internal/federation", 5},
-	{"internal/cache", 5},   // a role beside the federator: its origin is an endpoint.Endpoint
-	{"internal/buffer", 5},  // a role beside the federator: its targets are endpoints
-	{"internal/xrootd", 5},  // the root:// door: serves a namespace given as an interface
-	{"internal/auth", 1},    // TLS trust, tokens, identities, path rules: a leaf every role may use
-	{"internal/shared", 1},  // the Redis client of the shared state: a leaf the roles are given
-	{"internal/durable", 0}, // the steps of a crash-proof upload: storage role and buffer
+	{"internal/cache", 5},     // a role beside the federator: its origin is an endpoint.Endpoint
+	{"internal/buffer", 5},    // a role beside the federator: its targets are endpoints
+	{"internal/xrootd", 5},    // the root:// door: serves a namespace given as an interface
+	{"internal/auth", 1},      // TLS trust, tokens, identities, path rules: a leaf every role may use
+	{"internal/shared", 1},    // the Redis client of the shared state: a leaf the roles are given
+	{"internal/durable", 0},   // the steps of a crash-proof upload: storage role and buffer
+	{"internal/logging/", 10}, // logtest: a test helper that reads what a logger wrote
+	{"internal/logging", 1},   // the one way a process logs: format, request IDs; config names its formats
 	{"internal/sitetest", 6},
 	{"internal/web", 7},
 	{"internal/server", 8},
@@ -49,6 +51,7 @@ var layers = []struct {
 	{"internal/nemesis", 10}, // the fault run: its runner starts the lake as the interop tests do
 	{"internal/arch", 10},
 	{"docs", 10},             // the docs' test: README length, links and anchors, roles.svg
+	{"deploy", 10},           // the units' and the install's tests
 	{"internal/testenv", 10}, // test helpers: imported by tests only (see below)
 	{"cmd/", 11},
 	{"bench/cmd/", 11},
@@ -64,7 +67,7 @@ var only = map[string][]string{
 	// bench measures endpoints and stores results; it knows no role.
 	"internal/bench": {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/results"},
 	// config owns the YAML shape of every role and imports none of them.
-	"internal/config": {"internal/endpoint", "internal/httpx"},
+	"internal/config": {"internal/endpoint", "internal/httpx", "internal/logging"},
 	// The roles beside the federator know it only through interfaces the
 	// server wires; none of them names another role.
 	"internal/cache":   {"internal/endpoint", "internal/httpx", "internal/transfer", "internal/auth"},
@@ -73,6 +76,7 @@ var only = map[string][]string{
 	"internal/auth":    {"internal/httpx"},
 	"internal/shared":  {},
 	"internal/durable": {},
+	"internal/logging": {"internal/httpx"},
 }
 
 // never lists imports forbidden whatever the ranks say.
