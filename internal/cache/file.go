@@ -167,6 +167,7 @@ func (f *file) resetLocked(hdr header, epoch uint64) error {
 	}
 	if err := d.Truncate(hdr.Size); err != nil { // sparse: holes until filled
 		d.Close()
+		_ = os.Remove(f.dataPath())
 		return err
 	}
 	d.Close()
@@ -178,11 +179,18 @@ func (f *file) resetLocked(hdr header, epoch uint64) error {
 	b.WriteString(metaMagic)
 	_ = binary.Write(&b, binary.LittleEndian, uint32(len(hj)))
 	b.Write(hj)
+	// A disk that fills here leaves neither file behind: nothing would
+	// hold them until the next start.
 	tmp := f.metaPath() + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
-		return err
+	err = os.WriteFile(tmp, b.Bytes(), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, f.metaPath())
 	}
-	return os.Rename(tmp, f.metaPath())
+	if err != nil {
+		_ = os.Remove(tmp)
+		_ = os.Remove(f.dataPath())
+	}
+	return err
 }
 
 // appendLocked records block i (or the verified mark) in the block map.

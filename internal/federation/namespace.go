@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"slices"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
@@ -59,8 +60,21 @@ func (n *Namespace) found(ctx context.Context, p string) (*snapshot, *entry, err
 	return s, e, nil
 }
 
-// Stat describes p as the best-ranked replica does; a directory anywhere
-// is a directory.
+// ranked is the live replicas of e in the entry's own order (primary
+// first), not by the network: a role of the process reads through the
+// namespace as one client, and a Stat and the Opens after it must read
+// the same replica while the entry lives. Ranked by latency, replicas
+// that disagree (a copy changed behind the federation's back) would
+// answer a cache's Stat with one version and its fills with the other,
+// each fill then found "changed", and the file never read.
+func (n *Namespace) ranked(s *snapshot, e *entry) []ranked {
+	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
+	slices.SortStableFunc(rk, func(a, b ranked) int { return int(a.r.idx) - int(b.r.idx) })
+	return rk
+}
+
+// Stat describes p as the first live replica of its entry does; a
+// directory anywhere is a directory.
 func (n *Namespace) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	s, e, err := n.found(ctx, p)
 	if err != nil {
@@ -69,7 +83,7 @@ func (n *Namespace) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	if e.isDir {
 		return endpoint.Info{Name: path.Base(p), IsDir: true, ModTime: e.modTime()}, nil
 	}
-	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
+	rk := n.ranked(s, e)
 	if len(rk) == 0 {
 		return endpoint.Info{}, fmt.Errorf("federation: %s: every replica is down: %w", p, endpoint.ErrUnavailable)
 	}
@@ -110,7 +124,7 @@ func (n *Namespace) open(ctx context.Context, p string, off, count int64, fresh 
 	if e.isDir {
 		return nil, fmt.Errorf("federation: open %s: is a directory: %w", p, endpoint.ErrRefused)
 	}
-	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
+	rk := n.ranked(s, e)
 	if len(rk) == 0 {
 		return nil, fmt.Errorf("federation: %s: every replica is down: %w", p, endpoint.ErrUnavailable)
 	}
@@ -190,7 +204,7 @@ func (n *Namespace) Checksum(ctx context.Context, p, algo string) (string, error
 	if e.isDir {
 		return "", fmt.Errorf("federation: checksum %s: is a directory: %w", p, endpoint.ErrRefused)
 	}
-	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
+	rk := n.ranked(s, e)
 	for _, x := range rk {
 		if sum := x.r.checksum(ctx, algo); sum != "" {
 			return sum, nil

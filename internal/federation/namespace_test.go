@@ -71,3 +71,35 @@ func TestNamespaceNotFoundVersusUnavailable(t *testing.T) {
 		t.Errorf("Open with site-b down = %v, want ErrUnavailable", err)
 	}
 }
+
+// Replicas that disagree (one changed behind the federation's back),
+// ranked alike: every Stat through the namespace and every Open after it
+// read one version while the entry lives, whichever way the ranking's
+// shuffle of equals falls. A cache reading through the namespace would
+// otherwise see its fills "changed" at every try, and never read the
+// file.
+func TestNamespaceStatAndOpenOneVersion(t *testing.T) {
+	a, b := newFake("site-a", true), newFake("site-b", true)
+	a.put("/f", bytes.Repeat([]byte("a"), 3000))
+	b.put("/f", bytes.Repeat([]byte("b"), 1000))
+	tf := startFed(t, cfgYAML("mode: proxy\n"+slowHealth, ep("site-a", ""), ep("site-b", "")), a, b)
+	ns := tf.Namespace()
+	for i := range 40 {
+		in, err := ns.Stat(t.Context(), "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := ns.Open(t.Context(), "/f", 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(got)) != in.Size {
+			t.Fatalf("try %d: Stat says %d bytes, Open read %d: two versions through one entry", i, in.Size, len(got))
+		}
+	}
+}
