@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -984,5 +985,38 @@ func TestDistrustDuringRevalidation(t *testing.T) {
 	}
 	if !bytes.Equal(got, v2) {
 		t.Errorf("read after Distrust: %s; want v2", which(got, v1, v2))
+	}
+}
+
+// A cache whose disk is full when it starts a file's block map leaves no
+// file of it behind: a .data without its map, or a .meta.tmp, would
+// stay, held by nothing, until the next start (the nemesis's orphan
+// check found six after a full-disk fault).
+func TestFullDiskLeavesNoOrphans(t *testing.T) {
+	dir := testenv.Tmpfs(t, "size=1m")
+	o := startOrigin(t)
+	o.write(t, "f", random(4*block, 93))
+	n := startCache(t, cache.Config{Dir: dir, BlockSize: block, RAM: -1, PrefetchBlocks: -1}, o.ep)
+	filler := testenv.FillFS(t, dir, 0)
+	resp, _ := get(t, n.URL+"/f")
+	if resp.StatusCode == http.StatusOK {
+		t.Log("the read went through (to the origin) with the disk full")
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || p == filler {
+			return err
+		}
+		switch {
+		case strings.HasSuffix(p, ".tmp"):
+			t.Errorf("left behind: %s", p)
+		case strings.HasSuffix(p, ".data"):
+			if _, err := os.Stat(strings.TrimSuffix(p, ".data") + ".meta"); err != nil {
+				t.Errorf("left behind without its block map: %s", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
