@@ -24,6 +24,8 @@ type fakeLake struct {
 	other map[string]bool
 	calls []string
 	down  atomic.Bool // every call fails
+	// noRelease makes Release fail alone (counted in refused).
+	noRelease atomic.Bool
 	// refused counts the calls that failed because the lake was down.
 	refused atomic.Int32
 }
@@ -77,7 +79,7 @@ func (l *fakeLake) Hold(_ context.Context, p string, seq int64, v endpoint.Info,
 func (l *fakeLake) Release(_ context.Context, p string, seq int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.down.Load() {
+	if l.down.Load() || l.noRelease.Load() {
 		l.refused.Add(1)
 		return errors.New("lake down")
 	}
@@ -280,6 +282,42 @@ func TestLakeOutageRetiresEveryMigratedFile(t *testing.T) {
 				return false
 			}
 		}
+		return b.Status().HeldFiles == 0
+	})
+}
+
+// TestRefusedReleaseWaitsBeforeAskingAgain: expired migrated files whose
+// release the lake refuses are asked for again RetryInitial later, not
+// on every turn of the mover's loop (which spun, a warning a time, while
+// a Redis refused connections).
+func TestRefusedReleaseWaitsBeforeAskingAgain(t *testing.T) {
+	tgt, _ := newPosix(t, "site")
+	lake := newFakeLake()
+	lake.noRelease.Store(true)
+	const retry = 50 * time.Millisecond
+	cfg := Config{Dir: t.TempDir(), KeepAfterMigration: time.Millisecond, RetryInitial: retry, RetryMax: 4 * retry,
+		Prefixes: []Prefix{{Prefix: "/store", Targets: []endpoint.Endpoint{tgt}}}}
+	b, srv := start(t, cfg, http.NotFoundHandler(), Options{Lake: lake, OnWrite: lake.wrote})
+	paths := []string{"/store/a", "/store/b", "/store/c", "/store/d"}
+	for _, p := range paths {
+		if resp := put(t, srv.URL+p, []byte("bytes of "+p)); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT %s = %d, want 201", p, resp.StatusCode)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "every file migrated and its release refused", func() bool {
+		st := b.Status()
+		return st.PendingFiles == 0 && st.HeldFiles == len(paths) && lake.refused.Load() > 0
+	})
+	// A window of ten retry intervals: the count in it is the rate.
+	const window = 10 * retry
+	before := lake.refused.Load()
+	time.Sleep(window)
+	asked := lake.refused.Load() - before
+	if max := int32(window/retry) + 3; asked > max || asked < 2 {
+		t.Errorf("the lake was asked to release %d times in %v, want between 2 and %d (one pass each %v)", asked, window, max, retry)
+	}
+	lake.noRelease.Store(false)
+	testenv.Eventually(t, 10*time.Second, "every migrated file retired once the lake takes releases", func() bool {
 		return b.Status().HeldFiles == 0
 	})
 }

@@ -49,19 +49,27 @@ func (b *Buffer) Run(ctx context.Context) {
 	defer tick.Stop()
 	lastSample := time.Time{}
 	b.resync.pending.Store(b.opts.Lake != nil)
+	// A lake that refused a reconcile or a release is asked again
+	// RetryInitial later, not on the loop's next turn: a Redis that
+	// refuses connections answers at once, and retrying each turn spun
+	// the loop, a warning a time, thousands a second.
+	var resyncAt, retireAt time.Time
 	for {
 		now := time.Now()
 		if now.Sub(lastSample) >= historyEvery {
 			b.sample(now)
 			lastSample = now
 		}
-		if b.resync.pending.Swap(false) {
+		if !now.Before(resyncAt) && b.resync.pending.Swap(false) {
 			if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
 				b.log.Warn("cannot yet tell the other processes of the lake what this buffer holds", "err", err)
 				b.resync.pending.Store(true)
+				resyncAt = now.Add(b.cfg.RetryInitial)
 			}
 		}
-		b.retireExpired(ctx, now)
+		if !now.Before(retireAt) && !b.retireExpired(ctx, now) {
+			retireAt = now.Add(b.cfg.RetryInitial)
+		}
 		var due time.Time
 		for running < b.cfg.Parallel {
 			e, mctx, next := b.pick(ctx, now)
@@ -80,10 +88,10 @@ func (b *Buffer) Run(ctx context.Context) {
 			wait = min(wait, max(time.Until(due), time.Millisecond))
 		}
 		if d := b.nextRetirement(now); d > 0 {
-			wait = min(wait, d)
+			wait = min(wait, max(d, time.Until(retireAt)))
 		}
 		if b.resync.pending.Load() {
-			wait = min(wait, b.cfg.RetryInitial)
+			wait = min(wait, max(time.Until(resyncAt), time.Millisecond))
 		}
 		tick.Reset(wait)
 		select {
@@ -561,8 +569,9 @@ func reasonOf(err error) string {
 }
 
 // retireExpired retires migrated versions kept longer than
-// KeepAfterMigration.
-func (b *Buffer) retireExpired(ctx context.Context, now time.Time) {
+// KeepAfterMigration. It reports false, having stopped there, when one
+// could not be retired (the lake refused its release).
+func (b *Buffer) retireExpired(ctx context.Context, now time.Time) bool {
 	var old []*entry
 	b.mu.Lock()
 	for _, e := range b.cur {
@@ -572,10 +581,11 @@ func (b *Buffer) retireExpired(ctx context.Context, now time.Time) {
 	}
 	b.mu.Unlock()
 	for _, e := range old {
-		if b.startRetire(e) {
-			b.retire(ctx, e, "expired")
+		if b.startRetire(e) && !b.retire(ctx, e, "expired") {
+			return false // the others would be refused alike: later
 		}
 	}
+	return true
 }
 
 // nextRetirement is how long until the next migrated version expires,

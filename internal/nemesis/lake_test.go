@@ -132,7 +132,7 @@ buffer:
 			t.Fatal(err)
 		}
 		p := &testenv.Proc{Bin: l.bin, Host: addr, Port: port, Log: filepath.Join(out, fmt.Sprintf("fed-%d.log", i)),
-			Args: []string{"serve", f}}
+			Args: []string{"serve", f}, Env: []string{"GOTRACEBACK=all"}}
 		if i == 2 {
 			p.Wrap = []string{"ip", "netns", "exec", l.ns}
 		}

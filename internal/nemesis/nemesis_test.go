@@ -71,7 +71,27 @@ func TestNemesis(t *testing.T) {
 
 	ops := w.History.Ops()
 	vs := Check(ops, limits)
+	if hung(vs) {
+		// A request that took the whole client timeout, or a path still
+		// unreadable after the heal, is a process waiting on something:
+		// its goroutines say what.
+		for _, p := range l.feds {
+			p.Quit(10 * time.Second)
+		}
+		fmt.Printf("nemesis: a node hung; every federator's goroutines are at the end of its log in %s\n", out)
+	}
 	report(t, out, seed, ops, vs)
+}
+
+// hung reports whether vs has an answer that took too long or a path
+// left unreadable.
+func hung(vs []Violation) bool {
+	for _, v := range vs {
+		if v.Kind == "too-slow" || v.Kind == "unreadable-at-end" {
+			return true
+		}
+	}
+	return false
 }
 
 // settings reads NEMESIS_DURATION, NEMESIS_SEED and NEMESIS_CLIENTS.

@@ -102,6 +102,26 @@ func (p *Proc) Kill() {
 	}
 }
 
+// Quit sends SIGQUIT, so that a Go process writes every goroutine's
+// stack to its log and exits, and waits up to wait for it (then kills
+// it). It is how a test that saw a process hang keeps the evidence.
+func (p *Proc) Quit(wait time.Duration) {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+	p.cmd = nil
+}
+
 // Signal sends sig (SIGSTOP, SIGCONT, SIGTERM) to the process.
 func (p *Proc) Signal(sig syscall.Signal) error {
 	if p.cmd == nil || p.cmd.Process == nil {
