@@ -342,8 +342,9 @@ var errChanged = errors.New("cache: the origin file changed")
 // run in place (the bytes cached are still checked ones); with none, it
 // is the error.
 func (c *Cache) revalidate(ctx context.Context, f *file, force bool) error {
+	trusted := c.isTrusted() // never under f.mu: see isTrusted
 	f.mu.Lock()
-	fresh := f.known && !force && time.Since(f.checked) < c.cfg.RevalidateAfter && c.isTrusted()
+	fresh := f.known && !force && time.Since(f.checked) < c.cfg.RevalidateAfter && trusted
 	f.mu.Unlock()
 	if fresh {
 		return nil
@@ -448,6 +449,7 @@ func (c *Cache) confirm(f *file, in endpoint.Info, asked uint64) error {
 		hdr.ModTime = in.ModTime.UnixNano()
 	}
 	hdr.Adler32 = in.Checksums[httpx.Adler32]
+	trusted := c.isTrusted() // never under f.mu: see isTrusted
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone {
@@ -457,7 +459,7 @@ func (c *Cache) confirm(f *file, in endpoint.Info, asked uint64) error {
 		if f.hdr.Adler32 == "" && hdr.Adler32 != "" {
 			f.hdr.Adler32 = hdr.Adler32
 		}
-		f.checked = c.checkedNow(asked)
+		f.checked = c.checkedNow(trusted, asked)
 		return nil
 	}
 	if f.known {
@@ -474,21 +476,31 @@ func (c *Cache) confirm(f *file, in endpoint.Info, asked uint64) error {
 	if err := f.resetLocked(hdr, c.epochs.Add(1)); err != nil {
 		return fmt.Errorf("cache: %s: %w: %w", f.path, err, endpoint.ErrUnavailable)
 	}
-	f.checked = c.checkedNow(asked)
+	f.checked = c.checkedNow(trusted, asked)
 	return nil
 }
 
 // isTrusted reports whether the origin's answers count for
 // RevalidateAfter (Options.Trusted).
+//
+// It must be asked with no file's lock held: the lake's shared state
+// answers it, and a lease found run out flushes the process there and
+// then (shared.Client.Trusted), which distrusts every file under its
+// lock. Asked under a file's lock, that file's next lock never came: a
+// cache held every request of the path, forever, once its process had
+// been stopped longer than its lease.
 func (c *Cache) isTrusted() bool { return c.trusted == nil || c.trusted() }
 
 // checkedNow is the time an origin's answer, asked when Distrust had
 // been called asked times, counts from: now, or none (the next read asks
-// again) while not trusted, and when Distrust was called since it was
-// asked. An answer asked before the process was cut off from the lake
-// and received after it joined again may predate a write it missed.
-func (c *Cache) checkedNow(asked uint64) time.Time {
-	if !c.isTrusted() || c.distrusts.Load() != asked {
+// again) while not trusted (isTrusted, asked before the file's lock was
+// taken), and when Distrust was called since it was asked. An answer
+// asked before the process was cut off from the lake and received after
+// it joined again may predate a write it missed. Under the file's lock,
+// a Distrust after trusted was asked is seen here (it counts before it
+// takes the lock), or comes after and clears the mark.
+func (c *Cache) checkedNow(trusted bool, asked uint64) time.Time {
+	if !trusted || c.distrusts.Load() != asked {
 		return time.Time{}
 	}
 	return time.Now()

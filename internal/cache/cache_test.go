@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -1019,4 +1020,67 @@ func TestFullDiskLeavesNoOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A cache whose process finds its lease on the lake run out in the
+// middle of a request goes on answering. The trust question flushes the
+// process there and then (shared.Client.Trusted calls OnFlush, which
+// distrusts every file under its lock): asked while the file's lock was
+// held, it never came back, and the cache held every request of the
+// path from then on (the nemesis: both caches of a group, a minute each,
+// after their process was stopped longer than its lease).
+func TestLeaseRunOutMidRequestDoesNotHang(t *testing.T) {
+	o := startOrigin(t)
+	v := random(block, 94)
+	o.write(t, "f", v)
+	var c *cache.Cache
+	var expired, flushed atomic.Bool
+	trusted := func() bool {
+		if !expired.Load() {
+			return true
+		}
+		if flushed.CompareAndSwap(false, true) {
+			c.Distrust() // the lease ran out: the process flushes, in this goroutine
+		}
+		return false
+	}
+	c, err := cache.New(t.Context(), cache.Config{Dir: t.TempDir(), BlockSize: block, RevalidateAfter: time.Hour}, o.ep,
+		cache.Options{Log: quiet, Trusted: trusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed only when nothing hung: Close takes every file's lock.
+	ep := c.Endpoint()
+	read := func() ([]byte, error) {
+		rc, err := ep.Open(t.Context(), "/f", 0, -1)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
+	if got, err := read(); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("first read: %v", err)
+	}
+	expired.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		got, err := read()
+		if err == nil && !bytes.Equal(got, v) {
+			err = errors.New("the read returned other bytes")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read of a cached file hung once the trust question flushed the process")
+	}
+	if !flushed.Load() {
+		t.Fatal("the trust question was not asked: the test proves nothing")
+	}
+	c.Close()
 }

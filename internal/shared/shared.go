@@ -211,7 +211,8 @@ func (c *Client) Degraded() bool { return c.degraded.Load() }
 // tell Redis down for all (when nobody acknowledges a write) from itself
 // cut off (when the others do), so it assumes the second. When the lease
 // has run out it flushes first, once, and reports false until it joins
-// again.
+// again. That flush calls OnFlush in the caller's goroutine: a caller
+// must not hold a lock that OnFlush takes.
 func (c *Client) Trusted() bool {
 	v := c.validUntil.Load()
 	if v != nil && time.Now().Before(*v) {
