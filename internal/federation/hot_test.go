@@ -13,7 +13,7 @@ import (
 // TestCacheSecondChance: when a full shard must evict, an entry hit
 // since it was stored survives and one never hit goes.
 func TestCacheSecondChance(t *testing.T) {
-	c := newCache(2 * cacheShards) // two entries per shard
+	c := newCache(2*cacheShards, nil) // two entries per shard
 	now := time.Now().UnixNano()
 	live := now + int64(time.Hour)
 	// Three keys of one shard.
