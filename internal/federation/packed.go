@@ -3,6 +3,7 @@ package federation
 import (
 	"encoding/binary"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -10,9 +11,9 @@ import (
 
 // A packed entry is how the metadata cache keeps an entry it is not
 // serving often (mdCache): one string holding the path and what the
-// entry's readers need, in about 100 bytes for a file on three sites
-// where the entry itself, its replicas and their header values took
-// 1,250 (bench/cmd/entrybytes, 2×10^5 entries). The cache turns it back
+// entry's readers need, 97 bytes for a file on three sites and a path
+// of 20 where the entry itself, its replicas and their header values
+// took 1,250 (bench/cmd/entrybytes, 2×10^5 entries). The cache turns it back
 // into an entry (unpack) when the path is asked for again, and keeps
 // that entry while it is hot.
 //
@@ -40,7 +41,8 @@ const (
 	pkPending = 1 << iota
 	// pkFat: the entry is not packed: the cache slot holds it whole.
 	pkFat
-	// The entry's own, of a body.
+	// Of an entry with a body: entry.viaUpstream, shared, incomplete,
+	// isDir, a checksum in entry.sums.
 	pkViaUpstream
 	pkShared
 	pkIncomplete
@@ -103,7 +105,7 @@ func (c *mdCache) pack(key string, e *entry) (d string, fat bool) {
 	switch {
 	case e.pending:
 		b = packHeader(b, key, e.expires, pkPending)
-	case e.status == 200:
+	case e.status == http.StatusOK:
 		b = packHeader(b, key, e.expires, 0)
 		var ok bool
 		if b, ok = c.packEntry(b, key, e); ok {
@@ -231,7 +233,7 @@ func (c *mdCache) unpack(d string) *entry {
 	key := packedKey(d)
 	u := unpacker{d: d, i: pkKeyAt}
 	u.i = u.uvarintEnd() + len(key)
-	e := &entry{expires: packedExpires(d), status: 200}
+	e := &entry{expires: packedExpires(d), status: http.StatusOK}
 	e.viaUpstream, e.shared, e.incomplete, e.isDir = flags&pkViaUpstream != 0, flags&pkShared != 0, flags&pkIncomplete != 0, flags&pkIsDir != 0
 	if e.incomplete {
 		e.epoch = u.uvarint()

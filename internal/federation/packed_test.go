@@ -6,6 +6,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -296,4 +297,50 @@ func TestCacheKeepsHot(t *testing.T) {
 	if got := c.get(keys[0], now); got != first {
 		t.Errorf("an entry that learned a checksum was dropped")
 	}
+}
+
+// TestCacheConcurrent: gets, puts, replacements, invalidations and
+// learned checksums of a few paths at once, in a cache small enough to
+// evict, never hand out one path's entry for another (run it with
+// -race).
+func TestCacheConcurrent(t *testing.T) {
+	a := &member{name: "a", prefix: "/", path: "/"}
+	c := newCache(2*cacheShards, []*member{a})
+	c.hotMax = 1
+	mk := func(k string) *entry {
+		e := &entry{status: http.StatusOK, expires: time.Now().Add(time.Hour).UnixNano(), size: 1}
+		e.replicas = []*replica{newReplica(a, k, endpoint.Info{Name: path.Base(k), Size: 1}, "", 0)}
+		e.replicas[0].learned.e = e
+		e.answers = []answer{{m: a, kind: ansFound}}
+		e.setHeaders()
+		return e
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				k := "/f" + strconv.Itoa((i*7+g)%300)
+				now := time.Now().UnixNano()
+				switch i % 6 {
+				case 0:
+					c.put(k, mk(k), now)
+				case 1:
+					if old := c.get(k, now); old != nil {
+						c.replace(k, old, mk(k))
+					}
+				case 2:
+					c.invalidate(k, time.Duration(i%2)*time.Hour)
+				case 3:
+					if e := c.get(k, now); e != nil {
+						e.replicas[0].learn("adler32", "01020304")
+					}
+				default:
+					if e := c.get(k, now); e != nil && e.replicas[0].path != k {
+						t.Errorf("get(%q) = the entry of %q", k, e.replicas[0].path)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
