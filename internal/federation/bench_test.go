@@ -114,3 +114,35 @@ func BenchmarkProxyStorage(b *testing.B) {
 		}
 	}
 }
+
+// TestWarmAnswersAllocateNothing: once a path's entry is kept unpacked
+// (its second read), a GET redirect and a HEAD of it allocate nothing
+// in the federator.
+func TestWarmAnswersAllocateNothing(t *testing.T) {
+	fakes := []*fakeEP{newFake("site-a", true), newFake("site-b", true), newFake("site-c", true)}
+	for _, f := range fakes {
+		f.put("/atlas/data/f.root", []byte("0123456789"))
+	}
+	nets := "client_networks: [{networks: [10.0.0.0/8], location: [46.2, 6.1]}]"
+	tf := startFed(t, cfgYAML(slowHealth+"\n"+nets,
+		ep("site-a", "location: [46.23, 6.05]"), ep("site-b", "location: [41.85, -88.27]"), ep("site-c", "location: [51.5, -0.1]")), fakes...)
+	h := tf.Handler()
+	for _, c := range []struct {
+		method string
+		want   int
+	}{{http.MethodGet, http.StatusFound}, {http.MethodHead, http.StatusOK}} {
+		r, _ := http.NewRequest(c.method, "http://fed/atlas/data/f.root", nil)
+		r.RemoteAddr = "10.1.2.3:40000"
+		w := &discard{h: make(http.Header, 8)}
+		for range 2 { // the look-up, then the entry unpacked and kept
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		}
+		if w.code != c.want {
+			t.Fatalf("%s = %d, want %d", c.method, w.code, c.want)
+		}
+		if n := testing.AllocsPerRun(100, func() { clear(w.h); h.ServeHTTP(w, r) }); n != 0 {
+			t.Errorf("a warm %s allocates %v times, want 0", c.method, n)
+		}
+	}
+}
