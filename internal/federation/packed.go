@@ -252,6 +252,14 @@ func (c *mdCache) unpack(d string) *entry {
 	}
 	n := int(u.uvarint())
 	var prevSec int64
+	// The replicas' tags, made in one string: tags holds them, ends
+	// where each ends (0: no tag).
+	var tagBuf [256]byte
+	var endBuf [8]int
+	tags, ends := tagBuf[:0], endBuf[:]
+	if n > len(endBuf) {
+		ends = make([]int, n)
+	}
 	reps, learned := make([]replica, n), make([]learnedSums, n)
 	e.replicas = make([]*replica, n)
 	for i := range reps {
@@ -277,7 +285,8 @@ func (c *mdCache) unpack(d string) *entry {
 			u.i += 8
 		}
 		if rf&prETag != 0 {
-			v.etag = u.etag(v)
+			tags = u.appendETag(tags, v)
+			ends[i] = len(tags)
 		}
 		if rf&prLoc != 0 {
 			r.loc[0] = u.string()
@@ -289,6 +298,14 @@ func (c *mdCache) unpack(d string) *entry {
 			v.sums = u.sums()
 		}
 		e.replicas[i] = r
+	}
+	if len(tags) > 0 {
+		all, start := string(tags), 0
+		for i, end := range ends {
+			if end > 0 {
+				reps[i].ver.etag, start = all[start:end], end
+			}
+		}
 	}
 	if flags&pkAnswersFound != 0 && n > 0 {
 		e.answers = make([]answer, n)
@@ -489,11 +506,13 @@ func packETag(b []byte, t string, v *version) []byte {
 
 // etag reads a tag packETag wrote for v, and returns it quoted, as
 // version.etag keeps it.
-func (u *unpacker) etag(v *version) string {
+func (u *unpacker) etag(v *version) string { return string(u.appendETag(nil, v)) }
+
+// appendETag appends to t the tag packETag wrote for v, quoted.
+func (u *unpacker) appendETag(t []byte, v *version) []byte {
 	p := u.string()
 	prev := v.mod
-	var buf [96]byte
-	t := append(buf[:0], '"')
+	t = append(t, '"')
 	for k := 0; k < len(p); {
 		c := p[k]
 		k++
@@ -529,7 +548,7 @@ func (u *unpacker) etag(v *version) string {
 			t = append(t, c)
 		}
 	}
-	return string(append(t, '"'))
+	return append(t, '"')
 }
 
 func isLowerHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
