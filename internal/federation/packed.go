@@ -2,6 +2,7 @@ package federation
 
 import (
 	"encoding/binary"
+	"maps"
 	"math"
 	"net/http"
 	"strconv"
@@ -71,6 +72,9 @@ const (
 	prOwnSize // its size differs from the entry's
 	prBorn
 	prSums
+	// prEntrySums: its checksums are the entry's (entry.sums), as when
+	// every site reports the same: kept once, and unpacked as one map.
+	prEntrySums
 )
 
 func packedExpires(d string) int64 { return int64(le64At(d, 0)) }
@@ -146,6 +150,7 @@ func (c *mdCache) packEntry(b []byte, key string, e *entry) (_ []byte, ok bool) 
 		flags |= pkAnswersFound
 	}
 	b[8] |= flags
+	b = binary.AppendUvarint(b, uint64(len(e.replicas)))
 	if e.incomplete {
 		b = binary.AppendUvarint(b, e.epoch)
 	}
@@ -167,7 +172,6 @@ func (c *mdCache) packEntry(b []byte, key string, e *entry) (_ []byte, ok bool) 
 			b = append(b, byte(a.kind))
 		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(e.replicas)))
 	var prevSec int64
 	for i, r := range e.replicas {
 		mi, known := c.memberIdx[r.m]
@@ -187,7 +191,8 @@ func (c *mdCache) packEntry(b []byte, key string, e *entry) (_ []byte, ok bool) 
 			{v.isDir, prIsDir}, {v.strong, prStrong}, {v.etag != "", prETag}, {v.size != e.size, prOwnSize},
 			// The time a URL was made matters only for one that expires
 			// (refreshURLs).
-			{r.m.presign != 0 && r.born != 0, prBorn}, {len(v.sums) > 0, prSums},
+			{r.m.presign != 0 && r.born != 0, prBorn}, {len(v.sums) > 0 && !maps.Equal(v.sums, sums), prSums},
+			{len(v.sums) > 0 && maps.Equal(v.sums, sums), prEntrySums},
 			{v.hasMod && v.mod%1e9 == 0, prModSec},
 		} {
 			if x.set {
@@ -233,14 +238,31 @@ func (c *mdCache) unpack(d string) *entry {
 	key := packedKey(d)
 	u := unpacker{d: d, i: pkKeyAt}
 	u.i = u.uvarintEnd() + len(key)
-	e := &entry{expires: packedExpires(d), status: http.StatusOK}
+	n := int(u.uvarint())
+	var e *entry
+	var reps []replica
+	var learned []learnedSums
+	if n <= len(entryOf3{}.reps) {
+		// One allocation rather than five, for most entries.
+		b := new(entryOf3)
+		e, reps, learned = &b.e, b.reps[:n:n], b.learned[:n:n]
+		e.replicas, e.answers = b.ptrs[:n:n], b.answers[:n:n]
+	} else {
+		e, reps, learned = new(entry), make([]replica, n), make([]learnedSums, n)
+		e.replicas, e.answers = make([]*replica, n), make([]answer, n)
+	}
+	if n == 0 {
+		e.replicas, e.answers = nil, nil
+	}
+	e.expires, e.status = packedExpires(d), http.StatusOK
 	e.viaUpstream, e.shared, e.incomplete, e.isDir = flags&pkViaUpstream != 0, flags&pkShared != 0, flags&pkIncomplete != 0, flags&pkIsDir != 0
 	if e.incomplete {
 		e.epoch = u.uvarint()
 	}
 	e.size = u.varint()
+	var sums map[string]string
 	if flags&pkSums != 0 {
-		sums := u.sums()
+		sums = u.sums()
 		e.sums.Store(&sums)
 	}
 	if flags&pkAnswersFound == 0 {
@@ -250,7 +272,6 @@ func (c *mdCache) unpack(d string) *entry {
 			e.answers[i] = answer{m: m, kind: answerKind(u.byte())}
 		}
 	}
-	n := int(u.uvarint())
 	var prevSec int64
 	// The replicas' tags, made in one string: tags holds them, ends
 	// where each ends (0: no tag).
@@ -260,8 +281,6 @@ func (c *mdCache) unpack(d string) *entry {
 	if n > len(endBuf) {
 		ends = make([]int, n)
 	}
-	reps, learned := make([]replica, n), make([]learnedSums, n)
-	e.replicas = make([]*replica, n)
 	for i := range reps {
 		r := &reps[i]
 		r.m = c.member(u.uvarint())
@@ -294,8 +313,12 @@ func (c *mdCache) unpack(d string) *entry {
 		if rf&prBorn != 0 {
 			r.born = u.varint()
 		}
-		if rf&prSums != 0 {
+		switch {
+		case rf&prSums != 0:
 			v.sums = u.sums()
+		case rf&prEntrySums != 0:
+			// Shared: a version's checksums are never written to.
+			v.sums = sums
 		}
 		e.replicas[i] = r
 	}
@@ -307,14 +330,22 @@ func (c *mdCache) unpack(d string) *entry {
 			}
 		}
 	}
-	if flags&pkAnswersFound != 0 && n > 0 {
-		e.answers = make([]answer, n)
+	if flags&pkAnswersFound != 0 {
 		for i, r := range e.replicas {
 			e.answers[i] = answer{m: r.m, kind: ansFound}
 		}
 	}
 	e.setHeaders()
 	return e
+}
+
+// entryOf3 is an unpacked entry of up to three replicas, with them.
+type entryOf3 struct {
+	e       entry
+	reps    [3]replica
+	learned [3]learnedSums
+	ptrs    [3]*replica
+	answers [3]answer
 }
 
 // member is the member of index i; a packed entry names only members the

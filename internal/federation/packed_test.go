@@ -99,6 +99,10 @@ func TestPackedEntry(t *testing.T) {
 		}, nil, func(e *entry) {
 			e.sums.Store(&map[string]string{"md5": "9e107d9d372bb6826bd81d3542a419d6", "adler32": "0a0b0c0d"})
 		}), false},
+		{"every site has the same checksum", "/c", mk("/c", []rep{
+			{a, endpoint.Info{Size: 5, ModTime: sec, Checksums: map[string]string{"adler32": "0a0b0c0d"}}, "derive"},
+			{b, endpoint.Info{Size: 5, ModTime: sec, Checksums: map[string]string{"adler32": "0a0b0c0d"}}, "derive"},
+		}, nil, func(e *entry) { e.sums.Store(&map[string]string{"adler32": "0a0b0c0d"}) }), false},
 		{"odd tags", "/g", mk("/g", []rep{
 			{a, file(3, time.Time{}, `W/"x"`), "derive"},
 			{b, endpoint.Info{Size: 4, ModTime: time.Unix(0, 1), ETag: "\x01ABC-" + strings.Repeat("f", 300) + "-\xff"}, "derive"},
