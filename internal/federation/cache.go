@@ -12,16 +12,18 @@ import (
 // global lock. Expiry is per entry (a TTL for found, a shorter one for
 // not-found).
 //
-// It is built for 10^8 entries in 20 GiB: an entry is kept packed
-// (packed.go), one string of the path and about 80 bytes for a file on
-// three sites, in a slot of a slab, found through a map from the path's
-// 64-bit hash (a map keyed by the path kept a second copy of its header
-// and cost 46 bytes an entry where this one costs about 25). A get of a
-// packed entry unpacks it, and the shard keeps the entry it made, with
-// its header values, while it is hot (up to hotPerShard, second chance
-// again), so that a warm redirect allocates nothing. A look-up's own
-// entry is not kept whole: a path read once (a scan, a job reading each
-// of its files once) never pays for more than its packed form.
+// It is built for 10^8 entries in 20 GiB: 159 bytes an entry of a file
+// on three sites at 10^6 entries (bench/cmd/entrybytes), where the
+// entry kept whole took 1,272. An entry is kept packed (packed.go): one
+// string of the path and 76 bytes, in a 24-byte slot of a slab, found
+// through a map from the path's 64-bit hash (26 to 38 bytes an entry as
+// its tables fill, where a map from the path to a list node took 46 and
+// the node 48). A get of a packed entry unpacks it, and the shard keeps
+// the entry it made, with its header values, while it is hot (up to
+// hotPerShard, second chance again), so that a warm redirect allocates
+// nothing. A look-up's own entry is not kept whole: a path read once (a
+// scan, a job reading each of its files once) never pays for more than
+// its packed form.
 //
 // Eviction is CLOCK (second chance), not strict LRU: a hit only sets the
 // slot's referenced bit, atomically under the shard's read lock, so that
@@ -45,9 +47,10 @@ type mdCache struct {
 const cacheShards = 64
 
 // hotPerShard bounds the unpacked entries a shard keeps (16,384 a cache,
-// some 20 MiB of entries of three replicas with their Link values):
-// beyond them a warm redirect unpacks its entry (a dozen allocations)
-// rather than answering from a kept one (none).
+// 20 MB of entries of three replicas with their Link values: entrybytes
+// -reads 2): beyond them a warm redirect unpacks its entry, 4 or 5
+// allocations and about 1 µs more (BenchmarkRedirectPacked), rather than
+// answering from a kept one (none).
 const hotPerShard = 256
 
 type cacheShard struct {

@@ -12,7 +12,7 @@ import (
 
 // A packed entry is how the metadata cache keeps an entry it is not
 // serving often (mdCache): one string holding the path and what the
-// entry's readers need, 97 bytes for a file on three sites and a path
+// entry's readers need, 96 bytes for a file on three sites and a path
 // of 20 where the entry itself, its replicas and their header values
 // took 1,250 (bench/cmd/entrybytes, 2×10^5 entries). The cache turns it back
 // into an entry (unpack) when the path is asked for again, and keeps
