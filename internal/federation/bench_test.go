@@ -30,7 +30,7 @@ func BenchmarkRedirectWarm(b *testing.B) {
 }
 
 // BenchmarkRedirectPacked is BenchmarkRedirectWarm over four times the
-// paths the metadata cache keeps unpacked (hotPerShard a shard), within
+// paths the metadata cache keeps unpacked (the default hot bound), within
 // its default max_entries: most answers unpack their entry first.
 func BenchmarkRedirectPacked(b *testing.B) {
 	benchWarm(b, http.MethodGet, http.StatusFound, 4*cacheShards*hotPerShard)

@@ -20,7 +20,7 @@ import (
 // its tables fill, where a map from the path to a list node took 46 and
 // the node 48). A get of a packed entry unpacks it, and the shard keeps
 // the entry it made, with its header values, while it is hot (up to
-// hotPerShard, second chance again), so that a warm redirect allocates
+// the cache's hot bound, second chance again), so that a warm redirect allocates
 // nothing. A look-up's own entry is not kept whole: a path read once (a
 // scan, a job reading each of its files once) never pays for more than
 // its packed form.
@@ -46,12 +46,6 @@ type mdCache struct {
 
 const cacheShards = 64
 
-// hotPerShard bounds the unpacked entries a shard keeps (16,384 a cache,
-// 20 MB of entries of three replicas with their Link values: entrybytes
-// -reads 2): beyond them a warm redirect unpacks its entry, 4 or 5
-// allocations and about 1 µs more (BenchmarkRedirectPacked), rather than
-// answering from a kept one (none).
-const hotPerShard = 256
 
 type cacheShard struct {
 	// mu guards m, chunks (their slots' data and hot; the ref bits are
@@ -98,11 +92,16 @@ type hotRef struct {
 }
 
 // newCache makes a cache of at most maxEntries whose packed entries
-// name members by index (nil: every entry with replicas is kept whole).
-func newCache(maxEntries int, members []*member) *mdCache {
+// name members by index (nil: every entry with replicas is kept whole),
+// keeping up to hot of them unpacked while they are read (16,384 by
+// default, 20 MB of entries of three replicas with their Link values:
+// entrybytes -reads 2): beyond them a warm redirect unpacks its entry,
+// 4 or 5 allocations and about 1 µs more (BenchmarkRedirectPacked),
+// rather than answering from a kept one (none).
+func newCache(maxEntries, hot int, members []*member) *mdCache {
 	c := &mdCache{seed: maphash.MakeSeed(), perShard: max(1, (maxEntries+cacheShards-1)/cacheShards),
 		members: members, memberIdx: make(map[*member]int, len(members))}
-	c.hotMax = min(c.perShard, hotPerShard)
+	c.hotMax = min(c.perShard, max(1, (hot+cacheShards-1)/cacheShards))
 	for i, m := range members {
 		c.memberIdx[m] = i
 	}

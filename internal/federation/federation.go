@@ -298,7 +298,7 @@ func (f *Federator) Reload(cfg config.Federation) error {
 		f.forgetFresh(old, fresh)
 		return err
 	}
-	s.cache = newCache(cfg.MetadataCache.MaxEntries, s.members)
+	s.cache = newCache(cfg.MetadataCache.MaxEntries, cfg.MetadataCache.Hot, s.members)
 	s.pin()
 	f.snap.Store(s)
 	for _, m := range fresh {
@@ -361,7 +361,7 @@ func (s *snapshot) pin() {
 	for _, m := range s.members {
 		v := &snapshot{cfg: s.cfg, byName: map[string]*member{}, geo: s.geo, nets: s.nets, root: s}
 		v.add(m)
-		v.cache = newCache(n, v.members)
+		v.cache = newCache(n, max(1, s.cfg.MetadataCache.Hot/max(1, len(s.members))), v.members)
 		s.pins[m.name] = v
 	}
 }

@@ -256,7 +256,7 @@ func TestRealPutThroughFederator(t *testing.T) {
 // invalidation came first and would be undone (a reader would be sent
 // to the old version until the entry expires).
 func TestLookupOlderThanWriteNotCached(t *testing.T) {
-	c := newCache(100, nil)
+	c := newCache(100, testHot, nil)
 	now := time.Now().UnixNano()
 	old := &entry{status: 200, expires: now + int64(time.Hour)}
 	gen := c.gen("/f")    // the look-up starts

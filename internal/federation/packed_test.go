@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 )
 
@@ -124,7 +125,7 @@ func TestPackedEntry(t *testing.T) {
 			answers: []answer{{m: a, kind: ansNotFound, err: "not found", us: 5}}}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cache := newCache(1000, members)
+			cache := newCache(1000, testHot, members)
 			cache.put(c.p, c.e, now)
 			got := cache.get(c.p, now)
 			if got == nil {
@@ -259,7 +260,7 @@ func FuzzPackedETag(f *testing.F) {
 // checksum is kept whole whatever the bound.
 func TestCacheKeepsHot(t *testing.T) {
 	a := &member{name: "a", prefix: "/", path: "/"}
-	c := newCache(100000, []*member{a})
+	c := newCache(100000, testHot, []*member{a})
 	now := time.Now().UnixNano()
 	s := c.shard("/k0")
 	var keys []string
@@ -309,7 +310,7 @@ func TestCacheKeepsHot(t *testing.T) {
 // -race).
 func TestCacheConcurrent(t *testing.T) {
 	a := &member{name: "a", prefix: "/", path: "/"}
-	c := newCache(2*cacheShards, []*member{a})
+	c := newCache(2*cacheShards, testHot, []*member{a})
 	c.hotMax = 1
 	mk := func(k string) *entry {
 		e := &entry{status: http.StatusOK, expires: time.Now().Add(time.Hour).UnixNano(), size: 1}
@@ -348,3 +349,10 @@ func TestCacheConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// testHot is the default bound of unpacked entries, hotPerShard a
+// shard.
+const (
+	testHot     = config.DefaultHotEntries
+	hotPerShard = testHot / cacheShards
+)
