@@ -46,7 +46,6 @@ type mdCache struct {
 
 const cacheShards = 64
 
-
 type cacheShard struct {
 	// mu guards m, chunks (their slots' data and hot; the ref bits are
 	// atomic, set under the read lock), n, free, hand, hot, hotHand, and
