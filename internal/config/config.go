@@ -188,6 +188,9 @@ func (c *Config) SetDefaults() {
 	if mc.MaxEntries == 0 {
 		mc.MaxEntries = DefaultMaxEntries
 	}
+	if mc.Hot == 0 {
+		mc.Hot = min(DefaultHotEntries, mc.MaxEntries)
+	}
 	if mc.TTL == 0 {
 		mc.TTL = Duration(DefaultTTL)
 	}

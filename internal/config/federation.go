@@ -104,6 +104,13 @@ type MetadataCache struct {
 	// "0s" is taken as the default too, use a tiny value such as 1ms to
 	// turn it nearly off.
 	NegativeTTL Duration `yaml:"negative_ttl"`
+	// Hot is how many entries are kept unpacked, ready to answer a
+	// redirect without building its headers again. Every entry is kept
+	// packed (about 160 bytes for a file on three sites); an entry read
+	// again is kept unpacked too (about 1.2 KiB more) while it stays
+	// among the Hot most read. A warm redirect of a path beyond them
+	// costs about 1 µs more. Default 16384; at most max_entries.
+	Hot int `yaml:"hot"`
 }
 
 // Health configures how endpoints are marked down and up again.

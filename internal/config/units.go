@@ -77,6 +77,7 @@ func ParseSize(s string) (int64, error) {
 const (
 	DefaultListen       = "127.0.0.1:8080"
 	DefaultMaxEntries   = 100000
+	DefaultHotEntries   = 16384
 	DefaultTTL          = 60 * time.Second
 	DefaultNegativeTTL  = 5 * time.Second
 	DefaultInterval     = 2 * time.Second

@@ -161,6 +161,9 @@ func (f *Federation) validate(v *validator, path string) {
 	if mc.MaxEntries < 1 {
 		v.errorf(path+".metadata_cache.max_entries", "must be at least 1")
 	}
+	if mc.Hot < 0 {
+		v.errorf(path+".metadata_cache.hot", "must not be negative")
+	}
 	if mc.TTL < 0 {
 		v.errorf(path+".metadata_cache.ttl", "must not be negative")
 	}

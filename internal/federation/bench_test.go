@@ -26,17 +26,23 @@ func (d *discard) WriteHeader(code int)        { d.code = code }
 // metadata, three replicas, proximity ranking on) answered with a 302 and
 // Link headers. Run with -cpu 1,2 and -benchmem; profile with -cpuprofile.
 func BenchmarkRedirectWarm(b *testing.B) {
-	benchWarm(b, http.MethodGet, http.StatusFound)
+	benchWarm(b, http.MethodGet, http.StatusFound, 1000)
+}
+
+// BenchmarkRedirectPacked is BenchmarkRedirectWarm over four times the
+// paths the metadata cache keeps unpacked (the default hot bound), within
+// its default max_entries: most answers unpack their entry first.
+func BenchmarkRedirectPacked(b *testing.B) {
+	benchWarm(b, http.MethodGet, http.StatusFound, 4*cacheShards*hotPerShard)
 }
 
 // BenchmarkHeadWarm is the stat path: HEAD answered from metadata.
 func BenchmarkHeadWarm(b *testing.B) {
-	benchWarm(b, http.MethodHead, http.StatusOK)
+	benchWarm(b, http.MethodHead, http.StatusOK, 1000)
 }
 
-func benchWarm(b *testing.B, method string, want int) {
+func benchWarm(b *testing.B, method string, want, files int) {
 	fakes := []*fakeEP{newFake("site-a", true), newFake("site-b", true), newFake("site-c", true)}
-	const files = 1000
 	paths := make([]string, files)
 	for i := range paths {
 		paths[i] = "/atlas/data/run" + strconv.Itoa(i) + "/f.root"
@@ -105,6 +111,38 @@ func BenchmarkProxyStorage(b *testing.B) {
 		resp.Body.Close()
 		if err != nil || n != size {
 			b.Fatalf("read %d bytes: %v", n, err)
+		}
+	}
+}
+
+// TestWarmAnswersAllocateNothing: once a path's entry is kept unpacked
+// (its second read), a GET redirect and a HEAD of it allocate nothing
+// in the federator.
+func TestWarmAnswersAllocateNothing(t *testing.T) {
+	fakes := []*fakeEP{newFake("site-a", true), newFake("site-b", true), newFake("site-c", true)}
+	for _, f := range fakes {
+		f.put("/atlas/data/f.root", []byte("0123456789"))
+	}
+	nets := "client_networks: [{networks: [10.0.0.0/8], location: [46.2, 6.1]}]"
+	tf := startFed(t, cfgYAML(slowHealth+"\n"+nets,
+		ep("site-a", "location: [46.23, 6.05]"), ep("site-b", "location: [41.85, -88.27]"), ep("site-c", "location: [51.5, -0.1]")), fakes...)
+	h := tf.Handler()
+	for _, c := range []struct {
+		method string
+		want   int
+	}{{http.MethodGet, http.StatusFound}, {http.MethodHead, http.StatusOK}} {
+		r, _ := http.NewRequest(c.method, "http://fed/atlas/data/f.root", nil)
+		r.RemoteAddr = "10.1.2.3:40000"
+		w := &discard{h: make(http.Header, 8)}
+		for range 2 { // the look-up, then the entry unpacked and kept
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		}
+		if w.code != c.want {
+			t.Fatalf("%s = %d, want %d", c.method, w.code, c.want)
+		}
+		if n := testing.AllocsPerRun(100, func() { clear(w.h); h.ServeHTTP(w, r) }); n != 0 {
+			t.Errorf("a warm %s allocates %v times, want 0", c.method, n)
 		}
 	}
 }

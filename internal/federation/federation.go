@@ -298,7 +298,7 @@ func (f *Federator) Reload(cfg config.Federation) error {
 		f.forgetFresh(old, fresh)
 		return err
 	}
-	s.cache = newCache(cfg.MetadataCache.MaxEntries)
+	s.cache = newCache(cfg.MetadataCache.MaxEntries, cfg.MetadataCache.Hot, s.members)
 	s.pin()
 	f.snap.Store(s)
 	for _, m := range fresh {
@@ -359,8 +359,9 @@ func (s *snapshot) pin() {
 	s.pins = make(map[string]*snapshot, len(s.members))
 	n := max(1, s.cfg.MetadataCache.MaxEntries/max(1, len(s.members)))
 	for _, m := range s.members {
-		v := &snapshot{cfg: s.cfg, byName: map[string]*member{}, cache: newCache(n), geo: s.geo, nets: s.nets, root: s}
+		v := &snapshot{cfg: s.cfg, byName: map[string]*member{}, geo: s.geo, nets: s.nets, root: s}
 		v.add(m)
+		v.cache = newCache(n, max(1, s.cfg.MetadataCache.Hot/max(1, len(s.members))), v.members)
 		s.pins[m.name] = v
 	}
 }

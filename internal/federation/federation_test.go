@@ -285,7 +285,7 @@ func TestCacheTTLAndInvalidation(t *testing.T) {
 }
 
 func TestCacheBounded(t *testing.T) {
-	c := newCache(64) // one entry per shard
+	c := newCache(64, testHot, nil) // one entry per shard
 	now := time.Now().UnixNano()
 	for i := range 1000 {
 		c.put("/f"+string(rune('a'+i%26))+strings.Repeat("x", i), &entry{expires: now + int64(time.Hour)}, now)

@@ -13,7 +13,7 @@ import (
 // TestCacheSecondChance: when a full shard must evict, an entry hit
 // since it was stored survives and one never hit goes.
 func TestCacheSecondChance(t *testing.T) {
-	c := newCache(2 * cacheShards) // two entries per shard
+	c := newCache(2*cacheShards, testHot, nil) // two entries per shard
 	now := time.Now().UnixNano()
 	live := now + int64(time.Hour)
 	// Three keys of one shard.
@@ -153,5 +153,20 @@ func TestClientLoc(t *testing.T) {
 	}
 	if l := s.locateClient(netip.MustParseAddr("192.0.2.1")); l != nil {
 		t.Errorf("locateClient(192.0.2.1) = %+v, want nil", l)
+	}
+}
+
+// TestCacheHotBound: metadata_cache.hot bounds the entries each shard
+// keeps unpacked, a share of it a shard, and never less than one.
+func TestCacheHotBound(t *testing.T) {
+	for _, tc := range []struct{ max, hot, want int }{
+		{100000, 16384, 256},
+		{100000, 64 * cacheShards, 64},
+		{100000, 1, 1},
+		{64, 16384, 1}, // never more than a shard holds
+	} {
+		if got := newCache(tc.max, tc.hot, nil).hotMax; got != tc.want {
+			t.Errorf("max_entries %d, hot %d: a shard keeps %d unpacked, want %d", tc.max, tc.hot, got, tc.want)
+		}
 	}
 }

@@ -55,17 +55,18 @@ func newAnswer(m *member, d time.Duration) answer {
 	return answer{m: m, us: uint32(min(max(d.Microseconds(), 0), math.MaxUint32))}
 }
 
-// took is how long the answer took; a metadata cache of a million
-// entries keeps three answers each, hence 4 bytes rather than 8.
+// took is how long the answer took (4 bytes rather than 8: the entries
+// the metadata cache keeps whole, not packed, are mostly 404s, made of
+// answers).
 func (a answer) took() time.Duration { return time.Duration(a.us) * time.Microsecond }
 
 // replica is one copy of a path on one endpoint.
 //
-// The metadata cache holds one per endpoint that has a file, for up to
-// a million files or more: what they keep is what the federator needs
-// and no more (version rather than endpoint.Info; the redirect URL held
-// once, as its header value, or not at all when it is the member's
-// urlBase followed by the path).
+// What it keeps is what the federator needs and no more (version rather
+// than endpoint.Info; the redirect URL held once, as its header value,
+// or not at all when it is the member's urlBase followed by the path):
+// the metadata cache keeps the entries it serves often whole, and
+// packs the others from these fields (packed.go).
 type replica struct {
 	m    *member
 	path string // on the endpoint
@@ -200,13 +201,16 @@ func (v *version) info(p string) endpoint.Info {
 	return in
 }
 
-// learnedSums is a copy-on-write map of checksums.
+// learnedSums is a copy-on-write map of checksums, of a replica of e.
 type learnedSums struct {
 	p atomic.Pointer[map[string]string]
+	e *entry // nil for a replica of no entry
 }
 
-// entry is a locate answer, as the metadata cache keeps it. It is
-// immutable once stored, except sums, which fills in lazily.
+// entry is a locate answer, as the metadata cache hands it out (it
+// keeps most packed, packed.go). It is immutable once stored, except
+// sums and its replicas' learned checksums, which fill in lazily, and
+// links.
 type entry struct {
 	expires  int64 // unix ns
 	epoch    uint64
@@ -238,6 +242,22 @@ type entry struct {
 	// links caches the Link header values made for this entry, by
 	// replica order (linkCache; copy on write).
 	links atomic.Pointer[linkCache]
+	// home is the cache that holds the entry, packed as rec (set once,
+	// before home); nil for an entry no cache holds.
+	home atomic.Pointer[mdCache]
+	rec  string
+	// pinned: home holds the entry itself, for good (its shard's mu).
+	pinned bool
+	// hotRef: hit since the hand of its shard's kept entries passed.
+	hotRef atomic.Bool
+}
+
+// keep makes e's cache hold e itself rather than its packed form, which
+// lacks what e learned since it was stored (mdCache.keep).
+func (e *entry) keep() {
+	if c := e.home.Load(); c != nil {
+		c.keep(e)
+	}
 }
 
 // Indexes of entry.hdr.
@@ -254,6 +274,17 @@ func (e *entry) header(i int) []string {
 		return nil
 	}
 	return e.hdr[i : i+1 : i+1]
+}
+
+// setHeaders precomputes e.hdr from its size and primary replica.
+func (e *entry) setHeaders() {
+	e.hdr[hdrSize] = strconv.FormatInt(e.size, 10)
+	if len(e.replicas) > 0 {
+		e.hdr[hdrETag] = e.replicas[0].ver.etag
+	}
+	if mt := e.modTime(); !mt.IsZero() {
+		e.hdr[hdrLastMod] = mt.UTC().Format(http.TimeFormat)
+	}
 }
 
 // modTime is the modification time of the version the entry describes
@@ -559,10 +590,12 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 		e.replicas = keep
 		for i, r := range e.replicas {
 			r.idx = uint8(min(i, 255))
+			if r.learned != nil {
+				r.learned.e = e
+			}
 		}
 		e.status = http.StatusOK
 		e.size = primary.ver.size
-		e.hdr[hdrETag] = primary.ver.etag
 		// The entry describes the primary's version: its checksums, and
 		// those of replicas proven to hold the same bytes (equal
 		// checksums), never a mix of versions. Replicas proven
@@ -604,10 +637,7 @@ func (f *Federator) finish(s *snapshot, e *entry, p string, virtual bool) {
 	if e.isDir {
 		e.size = 0
 	}
-	e.hdr[hdrSize] = strconv.FormatInt(e.size, 10)
-	if mt := e.modTime(); !mt.IsZero() {
-		e.hdr[hdrLastMod] = mt.UTC().Format(http.TimeFormat)
-	}
+	e.setHeaders()
 	switch e.status {
 	case http.StatusOK:
 		e.expires = now + int64(s.cfg.MetadataCache.TTL)

@@ -885,6 +885,9 @@ func (r *replica) learn(algo, v string) {
 			}
 		}
 		if r.learned.p.CompareAndSwap(old, &m) {
+			if e := r.learned.e; e != nil {
+				e.keep()
+			}
 			return
 		}
 	}

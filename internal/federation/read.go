@@ -338,6 +338,7 @@ func (f *Federator) checksums(rq *request, e *entry, rk []ranked, algos []string
 		merged[k] = v
 	}
 	e.sums.Store(&merged)
+	e.keep()
 	return merged
 }
 

@@ -9,7 +9,10 @@
 // The federator is the real one (package federation), with three sites
 // (-sites) and proximity ranking as in bench/federation.sh, filled by
 // one GET of each path through its handler (a cold look-up, then the
-// 302, whose Link header is cached with the entry). Its endpoints are
+// 302; the cache keeps the entry packed). With -reads 2 or more, each
+// path is read again after the fill: the cache keeps some of the
+// entries unpacked, with their header values, while they are read
+// (up to 16,384 of them). Its endpoints are
 // the real http kind against real storage roles in this process, except
 // that Stat answers the Info a real Stat of one file returned, with the
 // name and strings copied afresh as a parsed answer would have them: a
@@ -23,8 +26,9 @@
 // those entries under their own paths (see redisBytes).
 //
 // It prints one line of key=value pairs for the script to parse:
-// entries, proc_bytes (per entry), fill_s, and with -redis redis_bytes
-// (per entry, over all), redis_bytes_real (over the real ones) and real.
+// entries, proc_bytes (per entry), fill_s, reads when not 1, and with
+// -redis redis_bytes (per entry, over all), redis_bytes_real (over the
+// real ones) and real.
 package main
 
 import (
@@ -76,6 +80,7 @@ func run() error {
 	flag.IntVar(&o.conns, "c", 32, "concurrent look-ups")
 	nsites := flag.Int("sites", 3, "sites holding every file (1 to 3)")
 	memProfile := flag.String("memprofile", "", "write a heap profile here after the fill (what an entry is made of)")
+	flag.IntVar(&o.reads, "reads", 1, "GETs of each path in the process figure (the first a look-up, the others warm)")
 	flag.Parse()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -93,6 +98,9 @@ func run() error {
 		return err
 	}
 	out := fmt.Sprintf("entries=%d proc_bytes=%.0f fill_s=%.1f", o.n, proc, fillTime.Seconds())
+	if o.reads > 1 {
+		out += fmt.Sprintf(" reads=%d", o.reads)
+	}
 	if *redisURL != "" {
 		real, all, err := redisBytes(ctx, o, sites, *redisURL, log)
 		if err != nil {
@@ -105,8 +113,8 @@ func run() error {
 }
 
 type opts struct {
-	n, per, real, conns int
-	pattern             string
+	n, per, real, conns, reads int
+	pattern                    string
 }
 
 func (o opts) name(i int) string { return fmt.Sprintf(o.pattern, i/o.per, i) }
@@ -116,8 +124,9 @@ func (o opts) name(i int) string { return fmt.Sprintf(o.pattern, i/o.per, i) }
 // with entries. Their paths are past the measured ones.
 const warmup = 500
 
-// procBytes fills a federator alone with o.n entries and returns its
-// heap growth per entry and how long the fill took.
+// procBytes fills a federator alone with o.n entries, reads them
+// o.reads-1 times more, and returns its heap growth per entry and how
+// long the fill took.
 func procBytes(ctx context.Context, o opts, sites []*site, memProfile string, log *slog.Logger) (float64, time.Duration, error) {
 	fed, _, stopFed, err := newFederator(ctx, sites, o.n+warmup, "", log)
 	if err != nil {
@@ -134,6 +143,11 @@ func procBytes(ctx context.Context, o opts, sites []*site, memProfile string, lo
 		return 0, 0, err
 	}
 	took := time.Since(start)
+	for range o.reads - 1 {
+		if err := fill(h, o, 0, o.n); err != nil {
+			return 0, 0, err
+		}
+	}
 	after := heap()
 	if memProfile != "" {
 		if err := writeHeapProfile(memProfile); err != nil {
