@@ -115,10 +115,10 @@ profile_during() {
   if [ -n "$secs" ]; then
     curl -sf -o "$d/0.pprof" "$url?seconds=$secs" &
   else
-    (
+    ( # at least one, however short the load
       i=0
-      while [ ! -e "$d/stop" ]; do
-        curl -sf -o "$d/$i.pprof" "$url?seconds=${PROFILE_CHUNK:-1}" || break
+      while curl -sf -o "$d/$i.pprof" "$url?seconds=${PROFILE_CHUNK:-1}"; do
+        [ -e "$d/stop" ] && break
         i=$((i + 1))
       done
     ) &
