@@ -34,8 +34,8 @@
 # PROFILE=1 (bench/lib.sh): a CPU profile of lakefed serve (the door)
 # during each of its figures, each a .pprof and a flame graph .svg in
 # PROFILE_DIR (bench/results/profiles): xroot-open-cold, xroot-redirect-cold,
-# xroot-open, xroot-redirect, xroot-self and xroot-missing (the last two
-# with the lakefed site beside, NAME-site, which the door asks); and, after
+# xroot-open, xroot-redirect, xroot-self and xroot-missing (with the
+# lakefed site beside, xroot-missing-site, which the door asks); and, after
 # the table, xrdcp through the door from the lakefed site again and again
 # for PROFILE_SECONDS (10): xroot-xrdcp-proxied and xroot-xrdcp-proxied-site.
 # Needs: go, xrootd, cmsd, xrdcp, python3.
@@ -454,7 +454,6 @@ for s in door redir; do
 done
 # open+close answered by the door itself: files only on the lakefed site
 xo door_slocate $DOOR -mode follow -pattern "/sdata/d%03d/f%05d" -files $WARM -unique -d 60s
-profile_during xroot-self-site site
 profile_run xroot-self door "" xo door_self $DOOR -mode follow -pattern "/sdata/d%03d/f%05d" -files $WARM -d ${DUR}s
 V[door_self]=$(kv "$R" rate); V[door_self_p50]=$(kv "$R" p50_ms); V[door_self_p99]=$(kv "$R" p99_ms); V[door_self_e]=$(kv "$R" errors)
 
