@@ -91,6 +91,7 @@ profiling() { [ "${PROFILE:-}" = 1 ]; }
 # an array rather than printing the flags: $(pprof_flag) would run in a
 # subshell, which cannot record the port. The first call also builds the
 # flame graph program, before anything is measured. Needs W.
+# shellcheck disable=SC2034 # PPROF is for the caller
 pprof_flag() {
   PPROF=()
   profiling || return 0
