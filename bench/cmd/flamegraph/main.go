@@ -209,6 +209,9 @@ func render(w io.Writer, p *profile.Profile, opt options) error {
 		head += fmt.Sprintf(" in %.2f s", float64(p.DurationNanos)/1e9)
 	}
 	head += fmt.Sprintf(", %d samples; frames under %.1f %% left out", root.samples, 100*opt.min)
+	if root.samples == 0 {
+		head += ": the process used no CPU while profiled"
+	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="14">%s</text>`+"\n", margin, margin+14, esc(head))
 	if root.samples > 0 {
 		// Row 0, the root, at the bottom; callees above their callers.

@@ -199,6 +199,21 @@ func TestRenderKeepsSmallFrames(t *testing.T) {
 	}
 }
 
+// TestRenderEmpty: a profile without samples (an idle process) is a
+// graph without frames whose title line says so.
+func TestRenderEmpty(t *testing.T) {
+	p := testProfile()
+	p.Sample = nil
+	var b bytes.Buffer
+	if err := render(&b, p, defaults()); err != nil {
+		t.Fatal(err)
+	}
+	head, frames := parseSVG(t, b.Bytes())
+	if len(frames) != 0 || !strings.Contains(head, "0 samples") || !strings.Contains(head, "no CPU") {
+		t.Errorf("title line %q and %d frames, want 0 samples said and no frame", head, len(frames))
+	}
+}
+
 // TestRun: the command reads a gzipped profile file, as pprof writes
 // them, and writes the SVG where -o says; it escapes names XML would
 // choke on.
