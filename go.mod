@@ -6,6 +6,7 @@ require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/maxmind/mmdbwriter v1.2.0
 	github.com/minio/minio-go/v7 v7.4.1

@@ -7,6 +7,7 @@
 #   bench/buffer.sh                                   # 10 × 10 × 100 MB = 10 GB
 #   SIZE_MB=10 bench/buffer.sh                        # quick check, 1 GB
 #   WRITERS=4 FILES=3 SIZE_MB=5 OUT=/tmp/b.md bench/buffer.sh   # smoke test
+#   PROFILE=1 bench/buffer.sh                         # also CPU profiles of lakefed
 #
 # The target is a lakefed storage role behind bench/cmd/wanproxy adding
 # LATENCY (20 ms) to the round trip and throttling both directions to
@@ -46,6 +47,11 @@
 # on tmpfs to measure the buffer rather than the disk (it then holds up to
 # the whole data set in RAM). The table is printed and written as markdown
 # to OUT (default bench/results/buffer.md).
+# PROFILE=1 (bench/lib.sh): CPU profiles, each a .pprof and a flame graph
+# .svg in PROFILE_DIR (bench/results/profiles): buffer-direct-target (the
+# target's storage role during (a)), buffer-buffered and
+# buffer-buffered-target (the federator with its buffer, and the target,
+# from the start of (b) until (c) ends).
 # Needs: go, curl, python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -125,7 +131,8 @@ while read -r p a; do SUM[$(basename "$p")]=$a; done < <(python3 "$W/adler.py" "
 T=$W/target
 mkdir -p "$T"
 TP=$(free_port)
-"$W/lakefed" storage --root "$T" --listen 127.0.0.1:$TP >"$W/target.log" 2>&1 &
+pprof_flag target
+"$W/lakefed" storage --root "$T" --listen 127.0.0.1:$TP "${PPROF[@]}" >"$W/target.log" 2>&1 &
 PIDS+=($!)
 wait_port $TP
 # start_wan [ADDR]: the proxy, on ADDR or a free port; WAN is its address.
@@ -156,7 +163,8 @@ buffer:
   prefixes:
     - {prefix: /buffered, targets: [wan-site]}
 CFG
-LAKEFED_BENCH_DB=$W/results.db "$W/lakefed" serve --config "$W/fed.yaml" >"$W/fed.log" 2>&1 &
+pprof_flag fed
+LAKEFED_BENCH_DB=$W/results.db "$W/lakefed" serve --config "$W/fed.yaml" "${PPROF[@]}" >"$W/fed.log" 2>&1 &
 PIDS+=($!)
 wait_port $FP
 
@@ -197,9 +205,11 @@ echo "WRITERS=$WRITERS FILES=$FILES SIZE_MB=$SIZE_MB$([ -n "$SCALED" ] && echo "
 # (a) direct.
 sync
 log "direct: $N PUTs to the target through the proxy"
+profile_during buffer-direct-target target
 t0=$(now)
 upload "http://$WAN" direct
 t1=$(now)
+profile_collect
 DIRECT=$(secs "$t0" "$t1")
 bad=$(cat "$W"/direct.w* | awk '$1 != 201' | wc -l)
 short=0
@@ -212,6 +222,8 @@ sync
 # (b) buffered, and (c) the migration, timed from the same start.
 if [ "$HOLD_MIGRATION" = 1 ]; then kill "$WANPID"; wait "$WANPID" 2>/dev/null || true; fi
 log "buffered: $N PUTs to the federator's write buffer$([ "$HOLD_MIGRATION" = 1 ] && echo ", the proxy stopped until the last one")"
+profile_during buffer-buffered fed
+profile_during buffer-buffered-target target
 t0=$(now)
 upload "http://127.0.0.1:$FP" buffered
 t1=$(now)
@@ -233,6 +245,7 @@ while :; do
   if [ $((${el%.*} / 10)) != "$last" ]; then last=$((${el%.*} / 10)); log "migration: $migrated of $N verified, $pending pending, $held held, $failures failing"; fi
   sleep 0.2
 done
+profile_collect
 MIGRATED=$(secs "$t0" "$t2")
 AFTER=$(secs "$t1" "$t2")
 log "migration: $migrated of $N verified by the buffer, $MIGRATED s from the first PUT ($AFTER s after the last ack)"

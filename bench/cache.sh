@@ -5,6 +5,7 @@
 #
 #   bench/cache.sh                       # 1 GiB file, 3 rounds
 #   SIZE_MB=64 ROUNDS=1 ROOT_EVENTS=200000 GROUP_MB=4 bench/cache.sh   # quick check
+#   PROFILE=1 bench/cache.sh             # also CPU profiles of every lakefed cache
 #
 # (a) warm hits: curl of a SIZE_MB file through the lakefed cache once it
 #     holds every block, beside curl of the same file from the lakefed
@@ -37,10 +38,20 @@
 # lazy init); each measurement is repeated ROUNDS times with the servers
 # interleaved, every round is printed and the table holds the medians.
 # The clients (curl, xrdcp, python) share the 2 cores with the servers.
-# With PROFILE=1 (default: only when goal (a) or (b) is missed) a CPU
-# profile of the lakefed cache is taken during warm and cold reads and
-# the top of it is printed. The table is printed and written as markdown
-# to OUT (default bench/results/cache.md).
+# The table is printed and written as markdown to OUT (default
+# bench/results/cache.md).
+#
+# Profiles (bench/lib.sh): after the table, reads run again and again for
+# PROFILE_SECONDS (10) under a CPU profile of the cache that serves them,
+# each a .pprof and a flame graph .svg in PROFILE_DIR
+# (bench/results/profiles): cache-warm and cache-cold (the cache of (a) and
+# (b); the top of each is printed and written beside OUT as
+# cache-pprof-warm.txt and cache-pprof-cold.txt), cache-root-warm and
+# cache-root-cold (the cache with XCache's origin, (c)), and cache-uproot
+# (the cache of (d), uproot reading). With PROFILE=1 the group's three
+# nodes are profiled during (e) as well (cache-group-0, -1, -2). The
+# default, PROFILE=auto, takes the profiles after the table only when goal
+# (a) or (b) is missed; PROFILE=0 takes none and opens no pprof listener.
 #
 # The disk: the caches write what they fetch. On the VM this was written
 # on, writes slow down after the first GiB or two even with a sync
@@ -64,7 +75,6 @@ GROUP_CLIENTS=${GROUP_CLIENTS:-30}
 GROUP_FILES=${GROUP_FILES:-10}
 GROUP_MB=${GROUP_MB:-16}
 PROFILE=${PROFILE:-auto}
-PROFILE_SECONDS=${PROFILE_SECONDS:-10}
 CACHE_ROOT=${CACHE_ROOT:-}
 OUT=${OUT:-bench/results/cache.md}
 for t in curl xrootd xrdcp python3 go; do command -v $t >/dev/null || { echo "missing $t: run scripts/install-deps.sh" >&2; exit 1; }; done
@@ -87,6 +97,10 @@ trap cleanup EXIT
 # CD holds the caches' directories.
 CD=$W
 if [ -n "$CACHE_ROOT" ]; then CD=$(mktemp -d "$CACHE_ROOT/lakefed-cache-bench.XXXXXX"); chmod 755 "$CD"; fi
+# PROFILE=auto: the caches get their pprof listeners (PROFILE=1 to the
+# helpers), and the table decides whether to profile.
+PROFILE_ASKED=$PROFILE
+if [ "$PROFILE" = auto ]; then PROFILE=1; fi
 go build -o "$W/lakefed" ./cmd/lakefed
 go build -o "$W/wanproxy" ./bench/cmd/wanproxy
 
@@ -150,11 +164,14 @@ chmod -R a+rX "$DATA" "$GDATA"
 # start_lakefed NAME ARGS...: a lakefed subcommand in the background,
 # its log in $W/NAME.log.
 start_lakefed() { local n=$1; shift; "$W/lakefed" "$@" >"$W/$n.log" 2>&1 & PIDS+=($!); }
+# start_cache NAME ARGS...: a lakefed cache, with a pprof listener when
+# profiles may be taken (pprof_flag NAME).
+start_cache() { local n=$1; shift; pprof_flag "$n"; start_lakefed "$n" cache "$@" "${PPROF[@]}"; }
 
-# The origin, and the cache in front of it (with pprof for the profile).
-SP=$(free_port); LCP=$(free_port); PPROF=$(free_port)
+# The origin, and the cache in front of it.
+SP=$(free_port); LCP=$(free_port)
 start_lakefed origin storage --root "$DATA" --listen 127.0.0.1:$SP
-start_lakefed cache cache --dir "$CD/lc" --origin http://127.0.0.1:$SP/ --listen 127.0.0.1:$LCP --pprof 127.0.0.1:$PPROF
+start_cache cache --dir "$CD/lc" --origin http://127.0.0.1:$SP/ --listen 127.0.0.1:$LCP
 
 # XRootD data server on DATA (lib.sh), XCache in front of it.
 start_xrootd "$DATA"
@@ -181,7 +198,7 @@ PIDS+=($!)
 # A lakefed cache with XCache's origin (root://).
 LRP=$(free_port)
 wait_port $XP
-start_lakefed cache-root cache --dir "$CD/lr" --origin root://127.0.0.1:$XP/ --listen 127.0.0.1:$LRP
+start_cache cache-root --dir "$CD/lr" --origin root://127.0.0.1:$XP/ --listen 127.0.0.1:$LRP
 
 # (d) the WAN proxy in front of the origin, and a cache behind it.
 "$W/wanproxy" -upstream 127.0.0.1:$SP -latency "$LATENCY" >"$W/wanproxy.out" 2>&1 &
@@ -190,7 +207,7 @@ LDP=$(free_port)
 for _ in $(seq 100); do grep -q listening "$W/wanproxy.out" 2>/dev/null && break; sleep 0.1; done
 WAN=$(awk '/listening/ {print $2}' "$W/wanproxy.out")
 [ -n "$WAN" ] || { cat "$W/wanproxy.out" >&2; exit 1; }
-start_lakefed cache-wan cache --dir "$CD/ld" --origin "http://$WAN/" --listen 127.0.0.1:$LDP
+start_cache cache-wan --dir "$CD/ld" --origin "http://$WAN/" --listen 127.0.0.1:$LDP
 
 for p in $SP $LCP $XHP $XCP $XCHP $LRP $LDP; do wait_port "$p"; done
 
@@ -262,7 +279,7 @@ GP=() GURLS=()
 for i in $(seq "$GROUP_NODES"); do GP+=("$(free_port)"); GURLS+=("http://127.0.0.1:${GP[-1]}"); done
 members=$(IFS=,; echo "${GURLS[*]}")
 for i in $(seq 0 $((GROUP_NODES - 1))); do
-  start_lakefed "group$i" cache --dir "$CD/g$i" --origin http://127.0.0.1:$GSP/ --listen 127.0.0.1:${GP[$i]} \
+  start_cache "group$i" --dir "$CD/g$i" --origin http://127.0.0.1:$GSP/ --listen 127.0.0.1:${GP[$i]} \
     --group "$members" --self "${GURLS[$i]}"
 done
 wait_port $GSP
@@ -272,6 +289,9 @@ sent() { curl -sf -H 'Accept-Encoding: identity' "http://127.0.0.1:$GSP/metrics"
 b0=$(sent 0)
 page0=$(stat -c %s "$W/metrics.0")
 (cd "$GDATA" && ls) > "$W/gfiles"
+if [ "$PROFILE_ASKED" = 1 ]; then
+  for i in $(seq 0 $((GROUP_NODES - 1))); do profile_during "cache-group-$i" "group$i"; done
+fi
 t0=$(now)
 cpids=()
 for c in $(seq "$GROUP_CLIENTS"); do
@@ -286,6 +306,7 @@ done
 failed=0
 for p in "${cpids[@]}"; do wait "$p" || failed=1; done
 t1=$(now)
+profile_collect
 [ $failed = 0 ] || { echo "a group client failed" >&2; exit 1; }
 b1=$(sent 1)
 GBYTES=$((GROUP_FILES * (GROUP_MB << 20)))
@@ -329,21 +350,28 @@ cp "$W/table.md" "$OUT"
 echo
 echo "written to $OUT"
 
-# The CPU profile of the cache, when a goal of (a) or (b) is missed (or
-# PROFILE=1): reads run in a loop for PROFILE_SECONDS while pprof samples.
+# The CPU profiles, when a goal of (a) or (b) is missed (or PROFILE=1):
+# reads run in a loop for PROFILE_SECONDS while pprof samples.
 missed=$(awk -v a="$(ratio "$wc_" "$wo")" -v b="$(ratio "$cc" "$co")" 'BEGIN { print (a < 0.9 || b < 0.8) ? 1 : 0 }')
-if [ "$PROFILE" = 1 ] || { [ "$PROFILE" = auto ] && [ "$missed" = 1 ]; }; then
-  profile() { # NAME: reads of $2... (URLs, cycled) during the profile
-    local name=$1 ppid i=0; shift
-    curl -sf -o "$W/$name.pprof" "http://127.0.0.1:$PPROF/debug/pprof/profile?seconds=$PROFILE_SECONDS" & ppid=$!
-    while kill -0 $ppid 2>/dev/null && [ $i -lt $# ]; do i=$((i + 1)); curl -sf -o /dev/null "${!i}" || true; done
-    wait $ppid
-    echo; echo "CPU profile of the cache, $name reads ($PROFILE_SECONDS s):"
-    go tool pprof -top -nodecount=30 "$W/lakefed" "$W/$name.pprof" 2>/dev/null | tee "${OUT%.md}-pprof-$name.txt"
+if [ "$PROFILE_ASKED" = 1 ] || { [ "$PROFILE_ASKED" = auto ] && [ "$missed" = 1 ]; }; then
+  # cold_read URL: one read of URL with %s the next spare cold name
+  # (p1..p20) of this profile; once all are read, a pause.
+  cold_read() {
+    COLD_I=$((COLD_I + 1))
+    # shellcheck disable=SC2059 # the URL holds the %s
+    if [ $COLD_I -le 20 ]; then curl -sf -o /dev/null "$(printf "$1" "p$COLD_I")" || true; else sleep 0.2; fi
   }
-  warm=() cold=()
-  for _ in $(seq 200); do warm+=("http://127.0.0.1:$LCP/big"); done
-  for i in $(seq 20); do cold+=("http://127.0.0.1:$LCP/cold-p$i-lf"); done
-  profile warm "${warm[@]}"
-  profile cold "${cold[@]}"
+  top() { # NAME: the top of the profile NAME, printed and kept beside OUT
+    echo; echo "CPU profile of the cache, ${1#cache-} reads ($PROFILE_SECONDS s):"
+    go tool pprof -top -nodecount=30 "$W/lakefed" "$PROFILE_DIR/$1.pprof" 2>/dev/null | tee "${OUT%.md}-pprof-${1#cache-}.txt"
+  }
+  profile_loop cache-warm cache curl -sf -o /dev/null "http://127.0.0.1:$LCP/big"
+  top cache-warm
+  COLD_I=0
+  profile_loop cache-cold cache cold_read "http://127.0.0.1:$LCP/cold-%s-lf"
+  top cache-cold
+  profile_loop cache-root-warm cache-root curl -sf -o /dev/null "http://127.0.0.1:$LRP/big"
+  COLD_I=0
+  profile_loop cache-root-cold cache-root cold_read "http://127.0.0.1:$LRP/cold-%s-lr"
+  profile_loop cache-uproot cache-wan uproot_read "http://127.0.0.1:$LDP/ev.root"
 fi

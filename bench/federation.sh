@@ -10,7 +10,7 @@
 #
 #   bench/federation.sh                      # 30,000 files, 10 s per figure
 #   FILES=50000 DUR=5 RATE=20000 bench/federation.sh
-#   PROFILE=1 bench/federation.sh            # also perf-profile lakefed serve under wrk
+#   PROFILE=1 bench/federation.sh            # also CPU profiles of lakefed serve
 #
 # Everything runs on 127.0.0.1 free ports, started and stopped by this
 # script (trap). A trivial Go handler answering a fixed 302 (bench/cmd/go302)
@@ -24,10 +24,18 @@
 #   xrdopen         (bench/cmd/xrdopen) XRootD opens with go-hep's client
 #                   (redirect followed, open + close at the data server) and
 #                   the redirector's redirect answer alone
+# PROFILE=1 (bench/lib.sh): a CPU profile of the federator during each of
+# its figures, each a .pprof and a flame graph .svg in PROFILE_DIR
+# (bench/results/profiles): federation-redirect-warm (wrk, the warm set),
+# federation-redirect-one-path, federation-head, federation-redirect-ratetest,
+# federation-redirect-fixed-rate, federation-redirect-cold and
+# federation-missing; the last two, where the storage sites answer a HEAD
+# per path, with a profile of site-a beside (NAME-site-a). The profiler
+# costs the federator a little CPU: compare figures of runs without it.
 # Needs: go, wrk, nginx, xrootd, cmsd, python3 (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. bench/lib.sh # free_port, wait_port
+. bench/lib.sh # free_port, wait_port, pprof_flag, profile_run
 FILES=${FILES:-30000}        # files on every site (first WARM of them form the warm set)
 WARM=${WARM:-1000}           # warm set: looked up once before the warm runs
 PER=100                      # files per directory
@@ -90,7 +98,8 @@ for d in site-b site-c xrd/ds1/data xrd/ds2/data; do mkdir -p "$(dirname "$W/$d"
 declare -A SP
 for s in site-a site-b site-c; do
   SP[$s]=$(free_port)
-  "$W/bin/lakefed" storage --root "$W/$s" --listen 127.0.0.1:${SP[$s]} >"$W/$s.log" 2>&1 &
+  pprof_flag "$s"
+  "$W/bin/lakefed" storage --root "$W/$s" --listen 127.0.0.1:${SP[$s]} "${PPROF[@]}" >"$W/$s.log" 2>&1 &
   PIDS+=($!)
 done
 FP=$(free_port)
@@ -114,9 +123,9 @@ federation:
     - {name: site-c, url: "http://127.0.0.1:${SP[site-c]}/", location: [51.5, -0.1], timeout: 5s}
 CFG
 for s in site-a site-b site-c; do wait_port ${SP[$s]}; done
-"$W/bin/lakefed" serve --config "$W/fed.yaml" >"$W/fed.log" 2>&1 &
-FEDPID=$!
-PIDS+=($FEDPID)
+pprof_flag fed
+"$W/bin/lakefed" serve --config "$W/fed.yaml" "${PPROF[@]}" >"$W/fed.log" 2>&1 &
+PIDS+=($!)
 
 # --- nginx answering a fixed 302 (to site-a, as the federator would)
 NP=$(free_port)
@@ -222,48 +231,39 @@ rt warmup -url $FED -method GET -files $WARM -unique -c $CONNS -d 60s -expect 30
 curl -sf -o /dev/null -w '%{http_code} %{redirect_url}\n' "$FED/data/d000/f00000" | grep -q '^302 http' || { echo "no redirect from the federator" >&2; exit 1; }
 
 # --- warm GET redirect rate, saturated (wrk)
-wrkrun fed_get_wrk "$FED" -s "$W/paths.lua"
+profile_run federation-redirect-warm fed "$DUR" wrkrun fed_get_wrk "$FED" -s "$W/paths.lua"
 wrkrun go_get_wrk "$GO" -s "$W/paths.lua"
 wrkrun ngx_get_wrk "$NGX" -s "$W/paths.lua"
-wrkrun fed_get_wrk1 "$FED/data/d000/f00000"
+profile_run federation-redirect-one-path fed "$DUR" wrkrun fed_get_wrk1 "$FED/data/d000/f00000"
 wrkrun go_get_wrk1 "$GO/data/d000/f00000"
 wrkrun ngx_get_wrk1 "$NGX/data/d000/f00000"
-if [ -n "${PROFILE:-}" ] && command -v perf >/dev/null; then
-  # Where the federator's CPU goes under saturated GET (not a figure of the table).
-  if true; then
-    perf record -F 499 -g -p "$FEDPID" -o "$W/perf.data" -- sleep "$DUR" >/dev/null 2>&1 &
-    PERFPID=$!
-    timeout $TO wrk -t2 -c$CONNS -d${DUR}s -s "$W/paths.lua" "$FED" >/dev/null
-    wait $PERFPID || true
-    perf report -i "$W/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep '%' | head -40 > "$W/perf.top" || true
-    perf report -i "$W/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep '%' | head -60 > "$W/perf.children" || true
-    log "perf profile of lakefed serve (self time):"; cat "$W/perf.top" >&2
-    log "perf profile of lakefed serve (with children):"; cat "$W/perf.children" >&2
-  fi
-fi
 
 # --- warm HEAD (stat) rate, saturated (ratetest: wrk waits for a body after HEAD)
-rt fed_head -url $FED -method HEAD -files $WARM -c $CONNS -d ${DUR}s -expect 200; V[fed_head]=$(kv "$R" rate); V[fed_head_bad]=$(kv "$R" bad)
+profile_run federation-head fed "$DUR" rt fed_head -url $FED -method HEAD -files $WARM -c $CONNS -d ${DUR}s -expect 200; V[fed_head]=$(kv "$R" rate); V[fed_head_bad]=$(kv "$R" bad)
 rt go_head -url $GO -method HEAD -files $WARM -c $CONNS -d ${DUR}s -expect 302; V[go_head]=$(kv "$R" rate)
 rt ngx_head -url $NGX -method HEAD -files $WARM -c $CONNS -d ${DUR}s -expect 302; V[ngx_head]=$(kv "$R" rate)
-rt fed_get_rt -url $FED -method GET -files $WARM -c $CONNS -d ${DUR}s -expect 302; V[fed_get_rt]=$(kv "$R" rate)
+profile_run federation-redirect-ratetest fed "$DUR" rt fed_get_rt -url $FED -method GET -files $WARM -c $CONNS -d ${DUR}s -expect 302; V[fed_get_rt]=$(kv "$R" rate)
 rt go_get_rt -url $GO -method GET -files $WARM -c $CONNS -d ${DUR}s -expect 302; V[go_get_rt]=$(kv "$R" rate)
 rt ngx_get_rt -url $NGX -method GET -files $WARM -c $CONNS -d ${DUR}s -expect 302; V[ngx_get_rt]=$(kv "$R" rate)
 
 # --- latency at a fixed offered load (open loop, from the scheduled send time)
 for s in fed go ngx; do
   case $s in fed) u=$FED ;; go) u=$GO ;; ngx) u=$NGX ;; esac
+  if [ $s = fed ]; then profile_during federation-redirect-fixed-rate fed "$DUR"; fi
   rt ${s}_fixed -url $u -method GET -files $WARM -c $CONNS -d ${DUR}s -rate $RATE -expect 302
+  profile_collect
   for k in rate p50_ms p90_ms p99_ms max_ms bad errors; do V[${s}_fixed_$k]=$(kv "$R" $k); done
 done
 
 # --- cold metadata: every path new (never looked up), three sites each asked
-rt fed_cold -url $FED -method GET -first $WARM -files $((FILES - WARM)) -unique -c $CONNS -d ${DUR}s -expect 302
+profile_during federation-redirect-cold-site-a site-a
+profile_run federation-redirect-cold fed "" rt fed_cold -url $FED -method GET -first $WARM -files $((FILES - WARM)) -unique -c $CONNS -d ${DUR}s -expect 302
 V[fed_cold]=$(kv "$R" rate); V[fed_cold_n]=$(kv "$R" requests); V[fed_cold_p99]=$(kv "$R" p99_ms); V[fed_cold_bad]=$(kv "$R" bad)
 [ "${V[fed_cold_n]}" -lt $((FILES - WARM)) ] || echo "note: the cold run used every path; raise FILES for a full-length cold run" >&2
 
 # --- missing files: never-seen paths, one request at a time (3 sites say 404)
-rt fed_miss -url $FED -method GET -pattern "/missing/r$$-%06d" -files $MISS_N -unique -c 1 -d 60s -expect 404
+profile_during federation-missing-site-a site-a
+profile_run federation-missing fed "" rt fed_miss -url $FED -method GET -pattern "/missing/r$$-%06d" -files $MISS_N -unique -c 1 -d 60s -expect 404
 V[miss_p50]=$(kv "$R" p50_ms); V[miss_p99]=$(kv "$R" p99_ms); V[miss_bad]=$(kv "$R" bad); V[miss_n]=$(kv "$R" requests)
 
 # --- XRootD redirector: cold (first open of each file), then warm (the

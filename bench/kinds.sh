@@ -6,6 +6,7 @@
 #
 #   bench/kinds.sh                 # 1 GiB file, 3 rounds
 #   SIZE_MB=256 ROUNDS=5 bench/kinds.sh
+#   PROFILE=1 bench/kinds.sh       # also CPU profiles of lakefed
 #
 # One federator (lakefed serve) federates every server twice: as NAME-r
 # (redirect mode) and NAME-p (proxy mode); each read is pinned to one of them
@@ -26,6 +27,12 @@
 # average is printed before and after. Everything runs on the same cores
 # (loopback), so proxy mode pays for the federator's CPU out of the reader's
 # and the server's share.
+# PROFILE=1 (bench/lib.sh): after the table, reads run again and again for
+# PROFILE_SECONDS (10) under a CPU profile, each a .pprof and a flame graph
+# .svg in PROFILE_DIR (bench/results/profiles): kinds-storage-direct (the
+# storage role serving), and kinds-KIND-proxy for every kind (the federator
+# proxying). Redirect mode is not profiled: the federator answers one
+# redirect per read, and the bytes come from the server.
 # Needs: go, curl, java + the s3proxy jar (see internal/testenv/s3.go:
 # S3ProxyInstall), nginx + dav-ext, xrootd, xrdcp.
 set -euo pipefail
@@ -46,7 +53,8 @@ chmod -R a+rX "$DATA"
 
 # lakefed storage
 LP=$(free_port)
-"$W/lakefed" storage --root "$DATA" --listen 127.0.0.1:$LP >"$W/storage.log" 2>&1 &
+pprof_flag storage
+"$W/lakefed" storage --root "$DATA" --listen 127.0.0.1:$LP "${PPROF[@]}" >"$W/storage.log" 2>&1 &
 PIDS+=($!)
 
 start_nginx "$DATA"
@@ -84,7 +92,8 @@ federation:
     - {name: xrootd-r, url: "root://127.0.0.1:$XP//", http_url: "http://127.0.0.1:$XHP/"}
     - {name: xrootd-p, url: "root://127.0.0.1:$XP//"}
 CFG
-"$W/lakefed" serve --config "$W/fed.yaml" >"$W/fed.log" 2>&1 &
+pprof_flag fed
+"$W/lakefed" serve --config "$W/fed.yaml" "${PPROF[@]}" >"$W/fed.log" 2>&1 &
 PIDS+=($!)
 wait_port $LP; wait_port $NP; wait_port $XP; wait_port $XHP; wait_port $SP 60; wait_port $FP
 FED=http://127.0.0.1:$FP
@@ -156,3 +165,9 @@ done
 x=$(echo "${V[xrootd xrdcp]}" | median); p=$(echo "${V[xrootd proxy]}" | median)
 printf '%-8s %10s %10s %10s %10s %12s %10s\n' "root://" "$x" "-" "-" "$p" "$(ratio "$p" "$x")" ">=1.00"
 echo "(direct: curl from the server; S3 direct is the pre-signed URL; root:// direct is xrdcp with plain reads; the xrootd row's direct is its XrdHttp door)"
+
+if profiling; then
+  echo
+  profile_loop kinds-storage-direct storage get "${DIRECT[storage]}"
+  for k in "${KINDS[@]}"; do profile_loop "kinds-$k-proxy" fed get "$FED/big?lakefed.site=$k-p"; done
+fi

@@ -29,18 +29,24 @@
 #
 #   bench/shared.sh                                   # about 4 minutes
 #   DUR=5 COLD=1000 ENTRIES=100000 bench/shared.sh    # quick check
-#   PROFILE=1 bench/shared.sh     # also CPU profiles of both federators under wrk
+#   PROFILE=1 bench/shared.sh     # also CPU profiles of the federators
 #
 # Everything runs on 127.0.0.1 free ports, started and stopped by this
 # script: three lakefed storage sites (--access-log), six federators
 # (three alone, three sharing one redis-server), and a redis-server of
 # its own for each of (3) and (4). The table is printed and written as
 # markdown to OUT (default bench/results/shared.md).
+# PROFILE=1 (bench/lib.sh): CPU profiles, each a .pprof and a flame graph
+# .svg in PROFILE_DIR (bench/results/profiles): shared-warm-alone and
+# shared-warm-shared (u0 and s0 during the first warm run of each),
+# shared-cold-shared and shared-cold-alone (s0 and u0, one of the three
+# federators asked, during the cold run), with site-a beside
+# (NAME-site-a). (3) and (4) run no lakefed process.
 # Needs: go, wrk, curl, python3, redis-server (REDIS_SERVER, else PATH, else
 # /usr/bin/redis-server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. bench/lib.sh # free_port, wait_port
+. bench/lib.sh # free_port, wait_port, pprof_flag, profile_run
 WARM=${WARM:-1000}          # warm set: paths looked up once before the warm runs
 DUR=${DUR:-10}              # seconds of each warm wrk run
 ROUNDS=${ROUNDS:-3}         # warm runs of each federator, alternating
@@ -110,7 +116,8 @@ for s in site-b site-c; do cp -al "$W/site-a" "$W/$s"; done
 declare -A SP
 for s in site-a site-b site-c; do
   SP[$s]=$(free_port)
-  "$W/bin/lakefed" storage --root "$W/$s" --listen 127.0.0.1:${SP[$s]} --access-log >"$W/$s.log" 2>&1 &
+  pprof_flag "$s"
+  "$W/bin/lakefed" storage --root "$W/$s" --listen 127.0.0.1:${SP[$s]} --access-log "${PPROF[@]}" >"$W/$s.log" 2>&1 &
   PIDS+=($!)
 done
 start_redis redis-fed
@@ -118,9 +125,9 @@ FED_REDIS=$RP
 
 # Six federators, one config but for the shared section: u0..u2 alone,
 # s0..s2 sharing Redis.
-declare -A FP FPID PP
+declare -A FP FPID
 for f in u0 u1 u2 s0 s1 s2; do
-  FP[$f]=$(free_port); PP[$f]=$(free_port)
+  FP[$f]=$(free_port)
   {
     echo "listen: 127.0.0.1:${FP[$f]}"
     [[ $f == s* ]] && echo "shared: {redis: \"redis://127.0.0.1:$FED_REDIS/0\", node: fed-$f}"
@@ -146,8 +153,8 @@ CFG
 done
 for s in site-a site-b site-c; do wait_port ${SP[$s]}; done
 for f in u0 u1 u2 s0 s1 s2; do
-  prof=(); [ -n "${PROFILE:-}" ] && prof=(--pprof 127.0.0.1:${PP[$f]})
-  "$W/bin/lakefed" serve --config "$W/$f.yaml" "${prof[@]}" >"$W/$f.log" 2>&1 &
+  pprof_flag "$f"
+  "$W/bin/lakefed" serve --config "$W/$f.yaml" "${PPROF[@]}" >"$W/$f.log" 2>&1 &
   FPID[$f]=$!
   PIDS+=($!)
 done
@@ -199,13 +206,8 @@ wrkrun() { # LABEL URL: also counts the look-ups that missed the metadata cache 
   local non; non=$(awk '/Non-2xx or 3xx/ {print $NF}' <<<"$out")
   log "$1: ${V[$1]} req/s, ${V[$1_miss]} metadata cache misses${non:+ (non-2xx/3xx: $non)}"
 }
-profile() { # FED SECONDS: a CPU profile of federator FED, in the background
-  [ -n "${PROFILE:-}" ] || return 0
-  curl -s -o "$W/$1.pprof" "http://127.0.0.1:${PP[$1]}/debug/pprof/profile?seconds=$2" &
-  PROFPID=$!
-}
-profile u0 "$DUR"; wrkrun alone1 "$U"; [ -n "${PROFILE:-}" ] && wait $PROFPID
-profile s0 "$DUR"; wrkrun shared1 "$S"; [ -n "${PROFILE:-}" ] && wait $PROFPID
+profile_run shared-warm-alone u0 "$DUR" wrkrun alone1 "$U"
+profile_run shared-warm-shared s0 "$DUR" wrkrun shared1 "$S"
 for i in $(seq 2 "$ROUNDS"); do wrkrun alone$i "$U"; wrkrun shared$i "$S"; done
 V[alone]=0 V[shared]=0 RUNS=
 for i in $(seq "$ROUNDS"); do
@@ -213,11 +215,6 @@ for i in $(seq "$ROUNDS"); do
   RUNS+=" ${V[alone$i]}/${V[shared$i]} (load ${L[alone$i]}/${L[shared$i]}, misses ${V[alone${i}_miss]}/${V[shared${i}_miss]})"
 done
 V[alone]=$((V[alone] / ROUNDS)); V[shared]=$((V[shared] / ROUNDS))
-if [ -n "${PROFILE:-}" ]; then
-  for f in u0 s0; do
-    go tool pprof -top -nodecount=25 "$W/bin/lakefed" "$W/$f.pprof" 2>/dev/null | tee "${OUT%.md}-pprof-$f.txt" >&2 || true
-  done
-fi
 
 # --- (2) cold look-ups: each new path asked of three federators at once
 # asks PREFIX: requests the three sites' access logs show for paths under PREFIX
@@ -232,8 +229,10 @@ coldrun() { # LABEL PREFIX FED...
   log "$lab: $R"
   V[${lab}_rate]=$(kv "$R" rate); V[${lab}_p99]=$(kv "$R" p99_ms); V[${lab}_bad]=$(($(kv "$R" bad) + $(kv "$R" errors)))
 }
-coldrun cold_shared /cold-s s0 s1 s2
-coldrun cold_alone /cold-u u0 u1 u2
+profile_during shared-cold-shared-site-a site-a
+profile_run shared-cold-shared s0 "" coldrun cold_shared /cold-s s0 s1 s2
+profile_during shared-cold-alone-site-a site-a
+profile_run shared-cold-alone u0 "" coldrun cold_alone /cold-u u0 u1 u2
 # the access log is written as each request ends: wait until the counts stop moving
 prev=-1
 for _ in $(seq 50); do n=$(($(asks /cold-s) + $(asks /cold-u))); [ "$n" = "$prev" ] && break; prev=$n; sleep 0.2; done

@@ -5,6 +5,7 @@
 #
 #   bench/storage.sh            # 1 GiB file, 300,000 HEADs per server, 3 rounds
 #   SIZE_MB=256 HEAD_N=100000 ROUNDS=5 bench/storage.sh
+#   PROFILE=1 bench/storage.sh  # also CPU profiles of the storage role
 #
 # It measures: GET of a SIZE_MB file with 1 and with 16 parallel clients
 # (curl, body discarded; aggregate MB/s), PUT of a SIZE_MB file (curl -T,
@@ -18,6 +19,10 @@
 # interleaved (the order rotates each round, so a burst of load from
 # elsewhere hits every server alike). Every round is printed; the table
 # holds the medians. The load average is printed before and after.
+# PROFILE=1 (bench/lib.sh): after the table, each measurement is run again
+# and again on lakefed alone for PROFILE_SECONDS (10) under a CPU profile:
+# storage-get1, storage-get16 (PAR), storage-put and storage-head, each a .pprof
+# and a flame graph .svg in PROFILE_DIR (bench/results/profiles).
 # Needs: go, curl, ab, nginx + dav-ext, xrootd (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +44,8 @@ chmod -R a+rX "$DATA"
 
 # lakefed storage
 LP=$(free_port)
-"$W/lakefed" storage --root "$DATA" --listen 127.0.0.1:$LP >"$W/lakefed.log" 2>&1 &
+pprof_flag storage
+"$W/lakefed" storage --root "$DATA" --listen 127.0.0.1:$LP "${PPROF[@]}" >"$W/lakefed.log" 2>&1 &
 PIDS+=($!)
 
 start_nginx "$DATA"
@@ -108,3 +114,12 @@ row "GET 1 client (MB/s)" R1
 row "GET $PAR clients (MB/s)" R16
 row "PUT 1 client (MB/s)" PUT
 row "HEAD 16 conns (req/s)" HEAD
+
+if profiling; then
+  echo
+  u=${URL[lakefed]}
+  profile_loop storage-get1 storage get1 "$u"
+  profile_loop "storage-get$PAR" storage getpar "$u"
+  profile_loop storage-put storage put1 "$u" profile
+  profile_loop storage-head storage headrate $((HEAD_N / 10 + 1000)) "$u"
+fi

@@ -22,6 +22,7 @@
 #   QUICK=1 bench/xroot.sh                # a smoke run: 600 files, 3 s, 64 MiB, 1 round
 #   FILES=10000 DUR=20 THREADS=8 BIG_MB=1024 ROUNDS=5 bench/xroot.sh
 #   PACED=1 bench/xroot.sh                # instead: the AAA paced reads (see paced below)
+#   PROFILE=1 bench/xroot.sh              # also CPU profiles of the door
 #
 # The federation behind the door has three endpoints: the two XRootD data
 # servers over root:// (the files the redirector serves, hard links of one
@@ -30,10 +31,17 @@
 # redirector does. Everything runs on 127.0.0.1 free ports, started and
 # stopped by this script; clients and servers share the machine's cores, so
 # every figure carries the 1-minute load average read just before it.
+# PROFILE=1 (bench/lib.sh): a CPU profile of lakefed serve (the door)
+# during each of its figures, each a .pprof and a flame graph .svg in
+# PROFILE_DIR (bench/results/profiles): xroot-open-cold, xroot-redirect-cold,
+# xroot-open, xroot-redirect, xroot-self and xroot-missing (with the
+# lakefed site beside, xroot-missing-site, which the door asks); and, after
+# the table, xrdcp through the door from the lakefed site again and again
+# for PROFILE_SECONDS (10): xroot-xrdcp-proxied and xroot-xrdcp-proxied-site.
 # Needs: go, xrootd, cmsd, xrdcp, python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. bench/lib.sh # free_port, wait_port
+. bench/lib.sh # free_port, wait_port, pprof_flag, profile_run
 if [ -n "${QUICK:-}" ]; then
   FILES=${FILES:-600} WARM=${WARM:-300} DUR=${DUR:-3} BIG_MB=${BIG_MB:-64} ROUNDS=${ROUNDS:-1} MISS_N=${MISS_N:-80}
 fi
@@ -103,7 +111,7 @@ TICKS=$(getconf CLK_TCK)
 #
 #   PACED=1 bench/xroot.sh                  # 100 and 200 jobs, 2 min each
 #   QUICK=1 PACED=1 bench/xroot.sh          # smoke: 20 jobs, 1 min
-#   PACED=1 PROFILE=DIR bench/xroot.sh      # also the door's CPU, block and
+#   PACED=1 PROFILE=1 bench/xroot.sh        # also the door's CPU, block and
 #                                           # mutex profiles and a 5 s trace
 # Needs: g++, libxrootd-client-dev, libpcre3-dev (scripts/install-deps.sh).
 paced() {
@@ -146,7 +154,7 @@ CFG
 
   # (a) two lakefed storage sites and the federator with its door; the
   # federation has only the sites, so the door serves every byte.
-  local s1 s2 fp dp pp=""
+  local s1 s2 fp dp
   s1=$(free_port); s2=$(free_port); fp=$(free_port); dp=$(free_port)
   "$W/bin/lakefed" storage --root "$W/site1" --listen 127.0.0.1:$s1 >"$W/site1.log" 2>&1 &
   PIDS+=($!); local site_pids=($!)
@@ -164,12 +172,9 @@ federation:
     - {name: site2, url: "http://127.0.0.1:$s2/", timeout: 5s}
 CFG
   for p in $px $s1 $s2; do wait_port "$p"; done
-  local prof=()
-  if [ -n "${PROFILE:-}" ]; then
-    pp=$(free_port)
-    prof=(--pprof 127.0.0.1:$pp --pprof-contention)
-    mkdir -p "$PROFILE"
-  fi
+  pprof_flag door
+  local prof=("${PPROF[@]}")
+  if profiling; then prof+=(--pprof-contention); fi
   "$W/bin/lakefed" serve --config "$W/pfed.yaml" "${prof[@]}" >"$W/pfed.log" 2>&1 &
   PIDS+=($!)
   local dpid=$!
@@ -212,15 +217,18 @@ CFG
         jp+=($!)
         sleep "$(awk -v r="$ramp" -v n="$n" 'BEGIN { printf "%.3f", r / n }')"
       done
-      if [ -n "${PROFILE:-}" ] && [ $setup = door ]; then
-        # Mid-run, all jobs reading: 20 s of CPU, block and mutex
-        # profiles (deltas), then a 5 s scheduler trace.
-        local pu=http://127.0.0.1:$pp/debug/pprof
-        curl -sf -o "$PROFILE/cpu-$n.pprof" "$pu/profile?seconds=20" &
-        curl -sf -o "$PROFILE/block-$n.pprof" "$pu/block?seconds=20" &
-        curl -sf -o "$PROFILE/mutex-$n.pprof" "$pu/mutex?seconds=20" &
-        wait $! || true
-        curl -sf -o "$PROFILE/trace-$n.out" "$pu/trace?seconds=${PTRACE_S:-5}" || true
+      if profiling && [ $setup = door ]; then
+        # Mid-run, all jobs reading: 20 s of CPU (xroot-paced-N, with
+        # its flame graph), block and mutex profiles (deltas), then a
+        # 5 s scheduler trace.
+        local pu=http://127.0.0.1:${PPROF_PORT[door]}/debug/pprof pb pm
+        mkdir -p "$PROFILE_DIR"
+        profile_during "xroot-paced-$n" door 20
+        curl -sf -o "$PROFILE_DIR/xroot-paced-$n-block.pprof" "$pu/block?seconds=20" & pb=$!
+        curl -sf -o "$PROFILE_DIR/xroot-paced-$n-mutex.pprof" "$pu/mutex?seconds=20" & pm=$!
+        wait $pb $pm || true
+        profile_collect
+        curl -sf -o "$PROFILE_DIR/xroot-paced-$n-trace.out" "$pu/trace?seconds=${PTRACE_S:-5}" || true
       fi
       wait "${jp[@]}" || true
       c1=$(cpu "$pid"); s1c=$(cpu "${site_pids[@]}"); d1=$(doorbytes); k1=$(drops)
@@ -294,7 +302,7 @@ PY
     printf '%-6s %-34s %10s %10s %8s\n' "$n" "CPU per GB <= 1.5x XRootD's" "${P[door_${n}_cpugb]} s/GB" "${rc}x" "$(ok "$rc" 1.5)"
     printf '%-6s %-34s %10s %10s %8s\n' "$n" "0 late reads" "$(kv "$d" late)" "$(kv "$x" late) XRootD" "$(ok "$(kv "$d" late)" 0)"
   done
-  [ -n "${PROFILE:-}" ] && echo "(door profiles in $PROFILE)"
+  if profiling; then echo "(door profiles in $PROFILE_DIR: xroot-paced-N.pprof and .svg, -block.pprof, -mutex.pprof, -trace.out)"; fi
   return 0
 }
 
@@ -364,7 +372,8 @@ done
 
 # --- lakefed: one storage site and the federator with its root:// door
 SP=$(free_port); FP=$(free_port); DP=$(free_port)
-"$W/bin/lakefed" storage --root "$W/site" --listen 127.0.0.1:$SP >"$W/site.log" 2>&1 &
+pprof_flag site
+"$W/bin/lakefed" storage --root "$W/site" --listen 127.0.0.1:$SP "${PPROF[@]}" >"$W/site.log" 2>&1 &
 PIDS+=($!)
 cat >"$W/fed.yaml" <<CFG
 listen: 127.0.0.1:$FP
@@ -383,7 +392,8 @@ federation:
     - {name: site, url: "http://127.0.0.1:$SP/", timeout: 5s, priority: 2}
 CFG
 for p in $XRC $XR $XD1 $XD2 $SP; do wait_port "$p"; done
-"$W/bin/lakefed" serve --config "$W/fed.yaml" >"$W/fed.log" 2>&1 &
+pprof_flag door
+"$W/bin/lakefed" serve --config "$W/fed.yaml" "${PPROF[@]}" >"$W/fed.log" 2>&1 &
 PIDS+=($!)
 DOOR_PIDS=($!)
 wait_port $FP && wait_port $DP || { echo "lakefed serve did not start:" >&2; cat "$W/fed.log" >&2; exit 1; }
@@ -415,30 +425,42 @@ xo() {
 # --- (a) open+close. The door runs first, each time: the data servers'
 # own caches then favour the redirector, not the door.
 HALF=$(((FILES - WARM) / 2))
+# dprof NAME: with PROFILE=1, a CPU profile of the door (NAME) while s is
+# the door, until profile_collect
+dprof() { if [ $s = door ]; then profile_during "$1" door; fi; }
 for s in door redir; do
   a=$DOOR; [ $s = redir ] && a=$REDIR
+  dprof xroot-open-cold
   xo ${s}_open_cold $a -mode follow -first $WARM -files $HALF -unique -d ${DUR}s
+  profile_collect
   V[${s}_open_cold]=$(kv "$R" rate); V[${s}_open_cold_p99]=$(kv "$R" p99_ms); V[${s}_open_cold_e]=$(kv "$R" errors)
+  dprof xroot-redirect-cold
   xo ${s}_redir_cold $a -mode redirect -first $((WARM + HALF)) -files $HALF -unique -d ${DUR}s
+  profile_collect
   V[${s}_redir_cold]=$(kv "$R" rate); V[${s}_redir_cold_e]=$(kv "$R" errors)
   # warm-up: every file of the warm set looked up once
   xo ${s}_locate $a -mode redirect -files $WARM -unique -d 60s
 done
 for s in door redir; do
   a=$DOOR; [ $s = redir ] && a=$REDIR
+  dprof xroot-open
   xo ${s}_open $a -mode follow -files $WARM -d ${DUR}s
+  profile_collect
   V[${s}_open]=$(kv "$R" rate); V[${s}_open_p50]=$(kv "$R" p50_ms); V[${s}_open_p99]=$(kv "$R" p99_ms); V[${s}_open_e]=$(kv "$R" errors)
+  dprof xroot-redirect
   xo ${s}_redir $a -mode redirect -files $WARM -d ${DUR}s
+  profile_collect
   V[${s}_redir]=$(kv "$R" rate); V[${s}_redir_p99]=$(kv "$R" p99_ms); V[${s}_redir_e]=$(kv "$R" errors)
 done
 # open+close answered by the door itself: files only on the lakefed site
 xo door_slocate $DOOR -mode follow -pattern "/sdata/d%03d/f%05d" -files $WARM -unique -d 60s
-xo door_self $DOOR -mode follow -pattern "/sdata/d%03d/f%05d" -files $WARM -d ${DUR}s
+profile_run xroot-self door "" xo door_self $DOOR -mode follow -pattern "/sdata/d%03d/f%05d" -files $WARM -d ${DUR}s
 V[door_self]=$(kv "$R" rate); V[door_self_p50]=$(kv "$R" p50_ms); V[door_self_p99]=$(kv "$R" p99_ms); V[door_self_e]=$(kv "$R" errors)
 
 # --- (b) never-seen missing files, THREADS at a time. The redirector
 # takes seconds for each, so it gets one path per thread (two rounds).
-xo door_miss $DOOR -mode redirect -missing -pattern "/missing/r$$-%06d" -files $MISS_N -unique -d 60s -timeout 40s
+profile_during xroot-missing-site site
+profile_run xroot-missing door "" xo door_miss $DOOR -mode redirect -missing -pattern "/missing/r$$-%06d" -files $MISS_N -unique -d 60s -timeout 40s
 V[door_miss_p50]=$(kv "$R" p50_ms); V[door_miss_p99]=$(kv "$R" p99_ms); V[door_miss_max]=$(kv "$R" max_ms); V[door_miss_n]=$(kv "$R" opens); V[door_miss_e]=$(kv "$R" errors)
 xo redir_miss $REDIR -mode redirect -missing -pattern "/missing/x$$-%06d" -files $((THREADS * 2)) -unique -d 60s -timeout 40s
 V[redir_miss_p50]=$(kv "$R" p50_ms); V[redir_miss_p99]=$(kv "$R" p99_ms); V[redir_miss_max]=$(kv "$R" max_ms); V[redir_miss_n]=$(kv "$R" opens); V[redir_miss_e]=$(kv "$R" errors)
@@ -535,3 +557,9 @@ cat <<MD
 Measured with \`bench/xroot.sh\` (FILES=$FILES DUR=${DUR}s ROUNDS=$ROUNDS) on $(date -u +%F); the door's file-serving
 path (a file only on a lakefed storage site, proxied) did ${V[cp_proxied]} MB/s.
 MD
+
+if profiling; then
+  echo
+  profile_during xroot-xrdcp-proxied-site site "$PROFILE_SECONDS"
+  profile_loop xroot-xrdcp-proxied door cp_once proxied
+fi

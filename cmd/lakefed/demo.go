@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/lakefed/lakefed/internal/demo"
 	"github.com/lakefed/lakefed/internal/logging"
@@ -21,6 +23,7 @@ func runDemo(ctx context.Context, args []string) error {
 	listen := fs.String("listen", demo.DefaultListen, "the federator's `host:port` (port 0: any free port)")
 	noBench := fs.Bool("no-bench", false, "skip the start-up benchmark")
 	verbose := fs.Bool("v", false, "log at debug level")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this `host:port` (off by default; for profiling only)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -34,6 +37,21 @@ func runDemo(ctx context.Context, args []string) error {
 	log, err := newLogger("demo", logging.Text, level)
 	if err != nil {
 		return err
+	}
+	// cancel (stopping pprof) runs before the wait for its goroutine.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if *pprofAddr != "" {
+		// One listener for the whole demo: its sites and federator
+		// run in this process.
+		pln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return fmt.Errorf("demo: pprof: %w", err)
+		}
+		fmt.Printf("pprof http://%s/debug/pprof/\n", pln.Addr())
+		wg.Go(func() { servePprof(ctx, pln, log) })
 	}
 	d, err := demo.Start(ctx, demo.Options{Dir: *dir, Listen: *listen, Bench: !*noBench, Log: log, Out: os.Stdout, Command: selfCommand()})
 	if err != nil {

@@ -206,3 +206,42 @@ func TestDemoCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoPprofFlag: demo --pprof opens the profiling listener of the
+// whole demo (its sites and federator run in the one process).
+func TestDemoPprofFlag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lakefedBin, "demo", "--listen", "127.0.0.1:0", "--no-bench", "--pprof", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	cmd.Stderr = io.Discard
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	var addr string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "pprof http://"); ok {
+			addr, _, _ = strings.Cut(rest, "/")
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("demo --pprof printed no pprof address")
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }() // the demo keeps printing
+	resp, err := http.Get("http://" + addr + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "demo") {
+		t.Errorf("GET /debug/pprof/cmdline = %d %q, want 200 and the demo command line", resp.StatusCode, b)
+	}
+}
