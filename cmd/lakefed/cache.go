@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -79,12 +77,8 @@ func runCache(ctx context.Context, args []string) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if *pprofAddr != "" {
-		pln, err := net.Listen("tcp", *pprofAddr)
-		if err != nil {
-			return fmt.Errorf("cache: pprof: %w", err)
-		}
-		wg.Go(func() { servePprof(ctx, pln, log) })
+	if err := startPprof(ctx, &wg, *pprofAddr, "cache", log); err != nil {
+		return err
 	}
 	srv, err := server.Start(ctx, cfg, server.Options{Log: log, Out: os.Stdout})
 	if err != nil {

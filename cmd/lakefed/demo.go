@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,15 +42,10 @@ func runDemo(ctx context.Context, args []string) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if *pprofAddr != "" {
-		// One listener for the whole demo: its sites and federator
-		// run in this process.
-		pln, err := net.Listen("tcp", *pprofAddr)
-		if err != nil {
-			return fmt.Errorf("demo: pprof: %w", err)
-		}
-		fmt.Printf("pprof http://%s/debug/pprof/\n", pln.Addr())
-		wg.Go(func() { servePprof(ctx, pln, log) })
+	// One listener for the whole demo: its sites and federator run in
+	// this process.
+	if err := startPprof(ctx, &wg, *pprofAddr, "demo", log); err != nil {
+		return err
 	}
 	d, err := demo.Start(ctx, demo.Options{Dir: *dir, Listen: *listen, Bench: !*noBench, Log: log, Out: os.Stdout, Command: selfCommand()})
 	if err != nil {

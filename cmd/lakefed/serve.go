@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -65,23 +64,15 @@ func runServe(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	if *pprofAddr != "" {
-		// Its own listener: profiles are for operators, never on a port
-		// clients use.
-		pln, err := net.Listen("tcp", *pprofAddr)
-		if err != nil {
-			return fmt.Errorf("serve: pprof: %w", err)
-		}
-		fmt.Printf("pprof http://%s/debug/pprof/\n", pln.Addr())
-		if *contention {
-			// One blocking event sampled per 10 µs spent blocked
-			// (every longer one), and one contended mutex in 10:
-			// enough to find a stall without slowing what is
-			// measured much.
-			runtime.SetBlockProfileRate(int((10 * time.Microsecond).Nanoseconds()))
-			runtime.SetMutexProfileFraction(10)
-		}
-		wg.Go(func() { servePprof(ctx, pln, log) })
+	if err := startPprof(ctx, &wg, *pprofAddr, "serve", log); err != nil {
+		return err
+	}
+	if *pprofAddr != "" && *contention {
+		// One blocking event sampled per 10 µs spent blocked (every
+		// longer one), and one contended mutex in 10: enough to find a
+		// stall without slowing what is measured much.
+		runtime.SetBlockProfileRate(int((10 * time.Microsecond).Nanoseconds()))
+		runtime.SetMutexProfileFraction(10)
 	}
 
 	// SIGHUP is caught before the roles start, so that one sent as soon

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -52,18 +53,19 @@ func runStorage(ctx context.Context, args []string) error {
 		return usageErrorf("%v", err)
 	}
 	defer srv.Close()
+	// cancel (stopping pprof) runs before the wait for its goroutine.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
-	if *pprofAddr != "" {
-		pln, err := lc.Listen(ctx, "tcp", *pprofAddr)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("storage: pprof: %w", err)
-		}
-		go servePprof(ctx, pln, log)
+	if err := startPprof(ctx, &wg, *pprofAddr, "storage", log); err != nil {
+		ln.Close()
+		return err
 	}
 	fmt.Printf("lakefed storage: serving %s at %s\n", cfg.Root, srv.URL(ln.Addr()))
 	errc := make(chan error, 1)
@@ -77,6 +79,21 @@ func runStorage(ctx context.Context, args []string) error {
 	}
 	notify(log, daemon.SdNotifyStopping)
 	return <-errc
+}
+
+// startPprof serves the runtime profiles on addr until ctx is cancelled,
+// when addr is set (--pprof), and prints their URL; wg waits for it.
+func startPprof(ctx context.Context, wg *sync.WaitGroup, addr, cmd string, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	pln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: pprof: %w", cmd, err)
+	}
+	fmt.Printf("pprof http://%s/debug/pprof/\n", pln.Addr())
+	wg.Go(func() { servePprof(ctx, pln, log) })
+	return nil
 }
 
 // servePprof serves the runtime profiles on their own listener (never on
