@@ -228,11 +228,13 @@ func (s *Server) acceptLoop(ln net.Listener) error {
 	}
 }
 
-// Shutdown stops accepting, closes idle connections, lets the active ones
-// finish their request (and hand off, if it comes to that) until ctx is
-// done, then closes those left, and shuts the http.Server down with ctx
-// (Close when that fails). It returns ctx's error when it had to cut
-// connections. Later calls wait for the first and return its result.
+// Shutdown stops accepting, closes idle connections of both paths, lets
+// the active ones finish their request (and hand off, if it comes to
+// that) until ctx is done, then closes those left (a Responder call in
+// progress is still waited for), and shuts the http.Server down with ctx
+// (Close when that fails); it turns the http.Server's keep-alives off. It
+// returns ctx's error when it had to cut connections. Later calls wait
+// for the first and return its result.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
 	return s.shutdownErr
@@ -252,6 +254,11 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if ln != nil {
 		ln.Close()
 	}
+	// net/http's connections drain beside the fast path's: the idle ones
+	// close now, the others after their answer. Its listener stays open
+	// until the fast path's requests in flight are done, since one of
+	// them may yet be handed off; srv.Shutdown would close it.
+	s.srv.SetKeepAlivesEnabled(false)
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	var err error
