@@ -77,12 +77,16 @@ type Answer struct {
 }
 
 // Status starts the answer with its status line, dropping whatever was
-// begun before. The line says HTTP/1.1 whatever the request's version,
-// as net/http's does (RFC 9110 §6.2: the highest minor version the
-// server supports).
+// begun before. The line names the request's version, HTTP/1.0 or
+// HTTP/1.1, as net/http's does (RFC 9110 §6.2 would allow 1.1 to a 1.0
+// client, but the answer must be the handler's).
 func (a *Answer) Status(code int) {
 	b := a.c.bw.AvailableBuffer()
-	b = append(b, "HTTP/1.1 "...)
+	if a.c.req.http10 {
+		b = append(b, "HTTP/1.0 "...)
+	} else {
+		b = append(b, "HTTP/1.1 "...)
+	}
 	b = strconv.AppendInt(b, int64(code), 10)
 	if text := http.StatusText(code); text != "" {
 		b = append(b, ' ')

@@ -306,7 +306,10 @@ func TestPersistence(t *testing.T) {
 			hdr += "Connection: " + tc.conn + "\r\n"
 		}
 		rc.send("GET /hello " + tc.proto + "\r\n" + hdr + "\r\n")
-		_, lines := rc.head()
+		status, lines := rc.head()
+		if want := tc.proto + " 200 OK"; status != want {
+			t.Errorf("%s %q: status line %q, want %q (net/http's)", tc.proto, tc.conn, status, want)
+		}
 		if got, _ := header(lines, "Connection"); got != tc.wantHeader {
 			t.Errorf("%s %q: Connection %q, want %q", tc.proto, tc.conn, got, tc.wantHeader)
 		}
