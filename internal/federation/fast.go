@@ -20,6 +20,10 @@ package federation
 // ?metalink; X-Lakefed-Debug; a conditional; Range; Want-Digest; the
 // hop header; credentials) is the rest of what the handler reads.
 //
+// A declined request hands its connection to net/http for good
+// (fastpath): a client whose keep-alive connection asks for a cold path
+// is answered by the handler from then on, on that connection.
+//
 // The federator's Handler is not the whole chain of a listener: the
 // server that serves both decides whether what it puts in front (auth
 // rules, an operator gate, the dashboard, a cache or buffer that answers
