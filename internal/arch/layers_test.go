@@ -25,6 +25,7 @@ var layers = []struct {
 }{
 	{"internal/httpx/transport", 2}, // the one HTTP client: TLS from endpoint.Config
 	{"internal/httpx/davxml", 2},    // the one multistatus parser: fills endpoint.Info
+	{"internal/httpx/fastpath", 1},  // the lean HTTP/1.1 loop in front of net/http: storage role and federator
 	{"internal/httpx", 0},
 	{"internal/keptsum", 1},   // checksums kept beside files: storage role and posix kind
 	{"internal/endpoint/", 3}, // the kinds, the kind table, the conformance suite
@@ -62,6 +63,9 @@ var layers = []struct {
 var only = map[string][]string{
 	// The endpoint interface knows nothing of any kind or role.
 	"internal/endpoint": {"internal/httpx"},
+	// The fast path is a piece of HTTP serving: it knows request IDs and
+	// nothing of any role.
+	"internal/httpx/fastpath": {"internal/httpx"},
 	// The kinds speak their protocols; they know no role.
 	"internal/endpoint/": {"internal/endpoint", "internal/httpx", "internal/keptsum", "internal/durable"},
 	// bench measures endpoints and stores results; it knows no role.
@@ -77,6 +81,13 @@ var only = map[string][]string{
 	"internal/shared":  {},
 	"internal/durable": {},
 	"internal/logging": {"internal/httpx"},
+}
+
+// thirdParty lists, for some trees, every module outside this one (and
+// outside the standard library) they may import: a leaf every role
+// serves through stays small.
+var thirdParty = map[string][]string{
+	"internal/httpx/fastpath": {"golang.org/x/net/", "golang.org/x/sys/"},
 }
 
 // never lists imports forbidden whatever the ranks say.
@@ -113,6 +124,9 @@ func TestLayers(t *testing.T) {
 		}
 		for _, imp := range p.Imports {
 			if !strings.HasPrefix(imp, module) {
+				if !thirdPartyAllowed(fromTree, imp) {
+					t.Errorf("%s imports %s: not in what %s may import from outside the module", from, imp, fromTree)
+				}
 				continue
 			}
 			to := strings.TrimPrefix(imp, module)
@@ -164,6 +178,22 @@ func allowed(fromTree, to string) bool {
 	return false
 }
 
+// thirdPartyAllowed reports whether a package of fromTree may import imp,
+// a package outside the module: the standard library (no dot in its
+// first element) always, others as thirdParty says.
+func thirdPartyAllowed(fromTree, imp string) bool {
+	list, ok := thirdParty[fromTree]
+	if !ok || !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+		return true
+	}
+	for _, good := range list {
+		if strings.HasPrefix(imp, good) {
+			return true
+		}
+	}
+	return false
+}
+
 // TestLayersCatchesUpward checks the checker: an import from the leaf to
 // a role is refused.
 func TestLayersCatchesUpward(t *testing.T) {
@@ -177,6 +207,12 @@ func TestLayersCatchesUpward(t *testing.T) {
 	}
 	if allowed("internal/federation", "internal/endpoint/upstream") {
 		t.Errorf("federation may import a kind")
+	}
+	if thirdPartyAllowed("internal/httpx/fastpath", "github.com/prometheus/client_golang/prometheus") {
+		t.Errorf("fastpath may import prometheus")
+	}
+	if !thirdPartyAllowed("internal/httpx/fastpath", "golang.org/x/net/http/httpguts") || !thirdPartyAllowed("internal/httpx/fastpath", "net/http") {
+		t.Errorf("fastpath may not import x/net or the standard library")
 	}
 	_ = fromTree
 }

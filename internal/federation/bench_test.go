@@ -1,8 +1,10 @@
 package federation
 
 import (
+	"bufio"
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -143,6 +145,87 @@ func TestWarmAnswersAllocateNothing(t *testing.T) {
 		}
 		if n := testing.AllocsPerRun(100, func() { clear(w.h); h.ServeHTTP(w, r) }); n != 0 {
 			t.Errorf("a warm %s allocates %v times, want 0", c.method, n)
+		}
+	}
+}
+
+// BenchmarkRedirectWarmTCP is the hot path as a client sees it: warm GETs
+// (three replicas) redirected over a real loopback TCP connection with
+// keep-alive, answered by the handler on net/http and by the fast path
+// (FastResponder), one connection sending a request at a time (seq) and
+// one connection per goroutine (parallel). Compare the ns/op of handler
+// and fast; allocs/op counts the client's and the server's.
+func BenchmarkRedirectWarmTCP(b *testing.B) {
+	fakes := []*fakeEP{newFake("site-a", true), newFake("site-b", true), newFake("site-c", true)}
+	const files = 1000
+	reqs := make([][]byte, files)
+	for i := range reqs {
+		p := "/atlas/data/run" + strconv.Itoa(i) + "/f.root"
+		for _, f := range fakes {
+			f.put(p, []byte("0123456789"))
+		}
+		reqs[i] = []byte("GET " + p + " HTTP/1.1\r\nHost: fed\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
+	}
+	fp := startFastPair(b, cfgYAML(slowHealth, ep("site-a", "priority: 1"), ep("site-b", "priority: 2"), ep("site-c", "priority: 3")), fakes...)
+	warm, err := net.Dial("tcp", fp.handler)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wbr := bufio.NewReader(warm)
+	for _, r := range reqs {
+		redirectOnce(b, warm, wbr, r)
+	}
+	warm.Close()
+	for _, srv := range []struct{ name, addr string }{{"handler", fp.handler}, {"fast", fp.fast}} {
+		b.Run("seq/"+srv.name, func(b *testing.B) {
+			c, err := net.Dial("tcp", srv.addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				redirectOnce(b, c, br, reqs[i%files])
+			}
+		})
+		b.Run("parallel/"+srv.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				c, err := net.Dial("tcp", srv.addr)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for i := 0; pb.Next(); i++ {
+					redirectOnce(b, c, br, reqs[i%files])
+				}
+			})
+		})
+	}
+}
+
+// redirectOnce sends req on c and reads its answer, which must be a 302
+// without a body.
+func redirectOnce(b *testing.B, c net.Conn, br *bufio.Reader, req []byte) {
+	if _, err := c.Write(req); err != nil {
+		b.Fatal(err)
+	}
+	first := true
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		if first && !bytes.HasPrefix(line, []byte("HTTP/1.1 302 ")) {
+			b.Fatalf("answer %q, want a 302", line)
+		}
+		first = false
+		if len(line) == 2 {
+			return
 		}
 	}
 }

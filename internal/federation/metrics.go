@@ -29,6 +29,8 @@ type metrics struct {
 	// sharedHits: look-ups answered from the shared second level
 	// (Redis), without asking the endpoints.
 	sharedHits prometheus.Counter
+	// fast: GETs and HEADs answered on the fast path (fast.go).
+	fast prometheus.Counter
 }
 
 // memberMetrics are one endpoint's series, resolved once so that the hot
@@ -72,11 +74,13 @@ func newMetrics() *metrics {
 			Help: "Namespace requests answered, by method and status code class."}, []string{"method", "code"}),
 		sharedHits: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "shared_metadata_hits_total",
 			Help: "Look-ups answered from the metadata the federators share (Redis), without asking the endpoints."}),
+		fast: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "fast_path_requests_total",
+			Help: "GET and HEAD requests answered by the lean HTTP/1.1 path instead of net/http (also counted in redirects_total and metadata_cache_hits_total)."}),
 	}
 	m.locFound = m.locates.WithLabelValues("found")
 	m.locMissing = m.locates.WithLabelValues("notfound")
 	m.locUnavail = m.locates.WithLabelValues("unavailable")
-	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers, m.sharedHits)
+	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers, m.sharedHits, m.fast)
 	return m
 }
 

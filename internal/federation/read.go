@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"html"
@@ -44,12 +45,15 @@ func parseReadQuery(raw string) readQuery {
 
 func wantsMetalink(h http.Header) bool {
 	for _, v := range h["Accept"] {
-		if strings.Contains(v, httpx.MetalinkType) {
+		if acceptsMetalink(v) {
 			return true
 		}
 	}
 	return false
 }
+
+// acceptsMetalink reports whether one Accept value asks for a Metalink.
+func acceptsMetalink(v string) bool { return strings.Contains(v, httpx.MetalinkType) }
 
 func clientAddr(r *http.Request) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
@@ -123,8 +127,10 @@ func (f *Federator) serveReadOnce(rq *request, fresh bool) error {
 // their life (pre-signed S3 URLs made when the answer was cached) with
 // fresh ones, so a client always gets at least half of presign_expiry.
 // The cached entry is not changed; a failed refresh keeps the old URL,
-// which is still valid (checkPresign: expiry >= cache TTL).
-func (f *Federator) refreshURLs(r *http.Request, rk []ranked) {
+// which is still valid (checkPresign: expiry >= cache TTL). r is the
+// request (an *http.Request, or a *fastpath.Request), whose context a
+// refresh is made under.
+func (f *Federator) refreshURLs(r interface{ Context() context.Context }, rk []ranked) {
 	var now int64
 	for i := range rk {
 		old := rk[i].r
@@ -248,15 +254,7 @@ func linkHeader(rk []ranked) string {
 func (f *Federator) writeHead(rq *request, e *entry, rk []ranked) {
 	w, r := rq.w, rq.r
 	h := w.Header()
-	h["Content-Length"] = e.header(hdrSize)
-	h["Accept-Ranges"] = hBytes
-	h["Content-Type"] = hOctets
-	if v := e.header(hdrLastMod); v != nil {
-		h["Last-Modified"] = v
-	}
-	if v := e.header(hdrETag); v != nil {
-		h["Etag"] = v
-	}
+	e.headFields(func(name string, v []string) { h[name] = v })
 	if hasConditional(r.Header) {
 		if code := httpx.CheckPreconditions(r.Header, r.Method, e.hdr[hdrETag], e.modTime(), true); code != 0 {
 			w.WriteHeader(code)
@@ -271,6 +269,21 @@ func (f *Federator) writeHead(rq *request, e *entry, rk []ranked) {
 		}
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// headFields calls set with each header a HEAD answer from e carries
+// (but Link, which depends on the ranking), as shared header values: the
+// handler's writeHead and the fast path (fast.go) answer with the same.
+func (e *entry) headFields(set func(name string, v []string)) {
+	set("Content-Length", e.header(hdrSize))
+	set("Accept-Ranges", hBytes)
+	set("Content-Type", hOctets)
+	if v := e.header(hdrLastMod); v != nil {
+		set("Last-Modified", v)
+	}
+	if v := e.header(hdrETag); v != nil {
+		set("Etag", v)
+	}
 }
 
 // hasConditional reports whether h holds an RFC 9110 §13.1 precondition

@@ -56,12 +56,19 @@ func (f *Federator) Handler() http.Handler {
 	// Other methods on those paths, and the rest of /api/, are files.
 	mux.HandleFunc("/", f.serveNamespace)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; (p == "/metrics" || strings.HasPrefix(p, "/api/")) && isClean(p) {
+		if isControlPath(r.URL.Path) {
 			mux.ServeHTTP(w, r)
 			return
 		}
 		f.serveNamespace(w, r)
 	})
+}
+
+// isControlPath reports whether Handler routes p through its mux (the
+// control paths, and the rest of /api/) rather than straight to the
+// namespace.
+func isControlPath(p string) bool {
+	return (p == "/metrics" || strings.HasPrefix(p, "/api/")) && isClean(p)
 }
 
 // request is one request for a path of the namespace, as the router

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,13 +40,20 @@ func (s *Server) tagged(h http.Handler) http.Handler {
 			if in != nil {
 				n += in.n
 			}
-			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-				slog.String("method", r.Method), slog.String("path", r.URL.Path),
-				slog.Int("status", status), slog.Int64("bytes", n),
-				slog.Duration("duration", time.Since(start)), slog.String("remote", r.RemoteAddr))
+			s.logRequest(r.Context(), r.Method, r.URL.Path, status, n, start, r.RemoteAddr)
 		}()
 		h.ServeHTTP(lw, r)
 	})
+}
+
+// logRequest writes the access log line of one answered request: the
+// handler's (tagged) and the fast path's (frontResponder) alike. ctx
+// carries the request's ID.
+func (s *Server) logRequest(ctx context.Context, method, path string, status int, bytes int64, start time.Time, remote string) {
+	s.log.LogAttrs(ctx, slog.LevelInfo, "request",
+		slog.String("method", method), slog.String("path", path),
+		slog.Int("status", status), slog.Int64("bytes", bytes),
+		slog.Duration("duration", time.Since(start)), slog.String("remote", remote))
 }
 
 // countReader counts the bytes of a request body the handler read.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/httpx/fastpath"
 	"github.com/lakefed/lakefed/internal/results"
 	"github.com/lakefed/lakefed/internal/shared"
 	"github.com/lakefed/lakefed/internal/sitetest"
@@ -273,7 +274,8 @@ func (r *dashboardRole) start(_ context.Context, s *Server) error {
 // frontRole is the federator's listener, with the dashboard under /ui/.
 type frontRole struct {
 	hs   *http.Server
-	done chan struct{} // closed when Serve returned
+	fs   *fastpath.Server // in front of hs when the chain allows (fast.go); nil otherwise
+	done chan struct{}    // closed when Serve returned
 }
 
 func (r *frontRole) start(_ context.Context, s *Server) error {
@@ -309,10 +311,15 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 	s.front = ln.Addr()
 	fmt.Fprintf(s.out, "federator %s/ over %d endpoints, dashboard %s/ui/\n", s.FederatorURL(),
 		len(s.cfg.Federation.Endpoints), s.FederatorURL())
+	serve := r.hs.Serve
+	if s.frontFastPath(tlsCfg) {
+		r.fs = fastpath.New(r.hs, frontResponder{s: s, fed: s.fed.FastResponder()}, fastpath.Options{Log: s.log})
+		serve = r.fs.Serve
+	}
 	ln = tlsListener(ln, tlsCfg)
 	go func() {
 		defer close(r.done)
-		if err := r.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.fail(fmt.Errorf("federation: serve: %w", err))
 		}
 	}()
@@ -320,7 +327,9 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 }
 
 func (r *frontRole) stop(ctx context.Context) error {
-	if err := r.hs.Shutdown(ctx); err != nil {
+	if r.fs != nil {
+		r.fs.Shutdown(ctx) // closes hs too, when it must
+	} else if err := r.hs.Shutdown(ctx); err != nil {
 		r.hs.Close()
 	}
 	<-r.done

@@ -44,7 +44,8 @@ import (
 
 // Limits of the front listener's HTTP server (the federator and the
 // dashboard). The storage role applies the same values to its own
-// listeners (storage.Serve), which keep its fast path.
+// listeners (storage.Serve); the fast path in front of either (package
+// fastpath) takes them from the http.Server.
 const (
 	maxHeaderBytes    = 64 << 10 // larger request headers get 431
 	readHeaderTimeout = 30 * time.Second

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/httpx/fastpath"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -319,7 +320,7 @@ func TestFastPathOddRequests(t *testing.T) {
 		{"bare LF", "GET /f HTTP/1.1\nHost: x\n\n", "GET", 200, "data"},
 		{"range", "GET /f HTTP/1.1\r\n" + host + "Range: bytes=1-2\r\n\r\n", "GET", 206, "at"},
 		{"if-none-match", "GET /f HTTP/1.1\r\n" + host + "If-None-Match: *\r\n\r\n", "GET", 304, ""},
-		{"header just over the buffer", "GET /f HTTP/1.1\r\n" + host + "X-Pad: " + strings.Repeat("p", fastBufSize) + "\r\n\r\n", "GET", 200, "data"},
+		{"header just over the buffer", "GET /f HTTP/1.1\r\n" + host + "X-Pad: " + strings.Repeat("p", fastpath.DefaultBufferSize) + "\r\n\r\n", "GET", 200, "data"},
 		{"oversized header", "GET /f HTTP/1.1\r\n" + host + "X-Big: " + strings.Repeat("b", 100<<10) + "\r\n\r\n", "GET", 431, ""},
 		{"two hosts", "GET /f HTTP/1.1\r\n" + host + host + "\r\n", "GET", 400, ""},
 		{"HTTP/1.2", "GET /f HTTP/1.2\r\n" + host + "\r\n", "GET", 200, "data"},
@@ -479,52 +480,6 @@ func TestFastPathShutdown(t *testing.T) {
 	}
 	if !slow.eof() {
 		t.Error("idle handed-off connection left open")
-	}
-}
-
-// TestParseHead checks the plain-request classifier directly.
-func TestParseHead(t *testing.T) {
-	tests := []struct {
-		head  string
-		ok    bool
-		head_ bool
-		close bool
-	}{
-		{"HEAD /a HTTP/1.1\r\nHost: h\r\n\r\n", true, true, false},
-		{"GET /a/b.root HTTP/1.1\r\nhost: h\r\nUser-Agent: x\r\nACCEPT: */*\r\nConnection: Close\r\n\r\n", true, false, true},
-		{"GET /a HTTP/1.0\r\n\r\n", true, false, false},
-		{"GET /a HTTP/1.1\r\n\r\n", false, false, false},
-		{"POST /a HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
-		{"GET  /a HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
-		{"GET /a%20b HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
-		{"GET /a HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, upgrade\r\n\r\n", false, false, false},
-		{"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n", true, false, false},
-		{"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n", false, false, false},
-		{"GET /a HTTP/1.1\r\nHost: h h\r\n\r\n", false, false, false},
-		{"GET /a HTTP/1.1\r\nHost: h\r\nWant-Digest: adler32\r\n\r\n", false, false, false},
-		{"GET /a HTTP/1.1\r\nHost: h\r\nX: \x7f\r\n\r\n", false, false, false},
-	}
-	for _, tc := range tests {
-		req, n, ok := parseHead([]byte(tc.head))
-		if ok != tc.ok || ok && (req.head != tc.head_ || req.close != tc.close || n != len(tc.head)) {
-			t.Errorf("parseHead(%q) = %+v, %d, %v; want ok=%v head=%v close=%v", tc.head, req, n, ok, tc.ok, tc.head_, tc.close)
-		}
-	}
-	for _, tc := range []struct {
-		buf             string
-		complete, plain bool
-	}{
-		{"GET / HTTP/1.1\r\n\r\n", true, true},
-		{"GET / HTTP/1.1\r\nHost: x\r", false, true},
-		{"GET / HTTP/1.1\r\nHo", false, true},
-		{"GET / HTTP/1.1\nHost: x\n\n", false, false},
-		{"GET / HTTP/1.1\r\nA: b\rc\r\n\r\n", false, false},
-		{"GET / HTTP/1.1\r\nA: b\rc", false, false},
-	} {
-		_, complete, plain := scanHead([]byte(tc.buf))
-		if complete != tc.complete || plain != tc.plain {
-			t.Errorf("scanHead(%q) = complete %v plain %v, want %v %v", tc.buf, complete, plain, tc.complete, tc.plain)
-		}
 	}
 }
 

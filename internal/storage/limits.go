@@ -12,7 +12,7 @@ package storage
 // Linux raises it at start, to the hard limit minus one (package syscall's
 // init, go.dev/issue/46279), and gives child processes the original back;
 // TestRlimitNofileRaised checks it. The accept loops back off on EMFILE
-// (net/http's, and fastServer.acceptLoop, which waits 5 ms doubling up to
+// (net/http's, and package fastpath's, which waits 5 ms doubling up to
 // 1 s); the fast path hands a request whose open fails with EMFILE to
 // net/http, which answers it 503 like any other.
 //

@@ -7,8 +7,8 @@
 //	defer srv.Close()
 //	return srv.ListenAndServe(ctx) // nil after ctx is cancelled and requests drained
 //
-// On plain HTTP every connection starts on a lean HTTP/1.1 loop (fast.go)
-// that answers the plain GET and HEAD of a file (or a 404) itself, with
+// On plain HTTP every connection starts on a lean HTTP/1.1 loop (package
+// fastpath; the storage role's answers are in fast.go) that answers the plain GET and HEAD of a file (or a 404) itself, with
 // sendfile, and hands the connection to net/http at the first request it
 // does not take. Behind that, GET, HEAD, PUT and OPTIONS run on
 // hand-written handlers: zero-copy reads (sendfile) with RFC 9110 ranges
@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/fastpath"
 	"github.com/lakefed/lakefed/internal/logging"
 	"github.com/lakefed/lakefed/internal/storage/davlock"
 	"github.com/prometheus/client_golang/prometheus"
@@ -364,7 +365,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	if s.tlsConfig == nil && !s.guarded {
-		return s.serveFast(ctx, ln, srv)
+		err := fastpath.Serve(ctx, ln, srv, fastResponder{s}, fastpath.Options{ShutdownTimeout: shutdownTimeout, Log: s.log})
+		if err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		return nil
 	}
 	errc := make(chan error, 1)
 	go func() {

@@ -19,10 +19,14 @@ func Front(namespace, ui http.Handler) http.Handler {
 		return namespace
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "/ui" || strings.HasPrefix(p, "/ui/") {
+		if IsUIPath(r.URL.Path) {
 			ui.ServeHTTP(w, r)
 			return
 		}
 		namespace.ServeHTTP(w, r)
 	})
 }
+
+// IsUIPath reports whether Front gives p to the dashboard (when there is
+// one) rather than to the namespace.
+func IsUIPath(p string) bool { return p == "/ui" || strings.HasPrefix(p, "/ui/") }

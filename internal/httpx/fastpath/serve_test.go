@@ -1,0 +1,637 @@
+package fastpath
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// freshID is a request ID the server made.
+var freshID = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// testResponder answers a few targets and declines the rest.
+type testResponder struct {
+	calls   atomic.Int64
+	entered chan struct{} // /block says it started
+	release chan struct{} // /block waits for it
+}
+
+func (tr *testResponder) Respond(a *Answer, req *Request) bool {
+	tr.calls.Add(1)
+	switch string(req.Target) {
+	case "/hello":
+		a.Status(http.StatusOK)
+		a.Header("Content-Type", "text/plain")
+		a.Body([]byte("hello"))
+	case "/redirect":
+		a.Status(http.StatusFound)
+		a.Header("Location", "http://elsewhere.example/x")
+		a.End()
+	case "/id":
+		a.Status(http.StatusOK)
+		a.Body([]byte(req.ID()))
+	case "/begun-then-declined":
+		a.Status(http.StatusOK)
+		a.Header("X-Begun", "1")
+		return false
+	case "/block":
+		tr.entered <- struct{}{}
+		<-tr.release
+		a.Status(http.StatusOK)
+		a.Body([]byte("late"))
+	case "/unended":
+		a.Status(http.StatusOK)
+		return true // a Responder bug: the connection must close, nothing sent
+	default:
+		return false
+	}
+	return true
+}
+
+// testServer is a Server on loopback with testResponder in front of a
+// handler that says it answered (X-Handler) and what it got.
+type testServer struct {
+	s        *Server
+	tr       *testResponder
+	addr     string
+	handled  atomic.Int64
+	log      *syncBuffer
+	serveErr chan error
+}
+
+func startServer(t *testing.T, configure func(*http.Server)) *testServer {
+	t.Helper()
+	ts := &testServer{tr: &testResponder{entered: make(chan struct{}, 4), release: make(chan struct{})},
+		log: &syncBuffer{}, serveErr: make(chan error, 1)}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ts.handled.Add(1)
+			w.Header().Set("X-Handler", "yes")
+			body, _ := io.ReadAll(r.Body)
+			io.WriteString(w, "handler "+r.Method+" "+r.URL.RequestURI()+" "+string(body))
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelDebug),
+	}
+	if configure != nil {
+		configure(srv)
+	}
+	ts.s = New(srv, ts.tr, Options{Log: slog.New(slog.NewTextHandler(ts.log, nil))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.addr = ln.Addr().String()
+	go func() { ts.serveErr <- ts.s.Serve(ln) }()
+	t.Cleanup(func() {
+		select {
+		case <-ts.tr.release:
+		default:
+			close(ts.tr.release)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ts.s.Shutdown(ctx)
+	})
+	return ts
+}
+
+// conns is how many connections the fast path holds.
+func (ts *testServer) conns() int {
+	ts.s.mu.Lock()
+	defer ts.s.mu.Unlock()
+	return len(ts.s.conns)
+}
+
+// rawConn is a client connection that writes raw bytes and reads answers
+// in order.
+type rawConn struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dial(t *testing.T, ts *testServer) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+func (rc *rawConn) send(s string) {
+	rc.t.Helper()
+	if _, err := io.WriteString(rc.c, s); err != nil {
+		rc.t.Fatalf("write: %v", err)
+	}
+}
+
+// head reads one answer's head, raw: the status line and header lines.
+func (rc *rawConn) head() (status string, lines []string) {
+	rc.t.Helper()
+	for {
+		l, err := rc.br.ReadString('\n')
+		if err != nil {
+			rc.t.Fatalf("read head: %v (so far %q %q)", err, status, lines)
+		}
+		if !strings.HasSuffix(l, "\r\n") {
+			rc.t.Fatalf("line %q does not end in CRLF", l)
+		}
+		l = strings.TrimSuffix(l, "\r\n")
+		switch {
+		case status == "":
+			status = l
+		case l == "":
+			return status, lines
+		default:
+			lines = append(lines, l)
+		}
+	}
+}
+
+// read reads one answer to method and its whole body.
+func (rc *rawConn) read(method string) (*http.Response, string) {
+	rc.t.Helper()
+	resp, err := http.ReadResponse(rc.br, &http.Request{Method: method})
+	if err != nil {
+		rc.t.Fatalf("read %s answer: %v", method, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		rc.t.Fatalf("read %s body: %v", method, err)
+	}
+	return resp, string(b)
+}
+
+// closed reports whether the server closed the connection within d
+// (nothing more to read), and how long that took.
+func (rc *rawConn) closed(d time.Duration) (bool, time.Duration) {
+	start := time.Now()
+	rc.c.SetReadDeadline(start.Add(d))
+	_, err := rc.br.ReadByte()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false, time.Since(start)
+	}
+	return err != nil, time.Since(start)
+}
+
+// header returns the value of name among raw header lines, and whether
+// it is there.
+func header(lines []string, name string) (string, bool) {
+	for _, l := range lines {
+		if k, v, ok := strings.Cut(l, ": "); ok && strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// TestAnswerFraming: the headers every answer gets, and Content-Length as
+// net/http frames it: a body's length; 0 for a GET without body; none
+// but the Responder's for a HEAD.
+func TestAnswerFraming(t *testing.T) {
+	ts := startServer(t, nil)
+	for _, tc := range []struct {
+		method, target, status string
+		length                 string // "" for none
+		body                   string
+	}{
+		{"GET", "/hello", "HTTP/1.1 200 OK", "5", "hello"},
+		{"HEAD", "/hello", "HTTP/1.1 200 OK", "5", ""},
+		{"GET", "/redirect", "HTTP/1.1 302 Found", "0", ""},
+		{"HEAD", "/redirect", "HTTP/1.1 302 Found", "", ""},
+	} {
+		rc := dial(t, ts)
+		rc.send(tc.method + " " + tc.target + " HTTP/1.1\r\nHost: x\r\n\r\n")
+		status, lines := rc.head()
+		if status != tc.status {
+			t.Errorf("%s %s: status line %q, want %q", tc.method, tc.target, status, tc.status)
+		}
+		if v, ok := header(lines, "Content-Length"); v != tc.length || ok != (tc.length != "") {
+			t.Errorf("%s %s: Content-Length %q (present %v), want %q", tc.method, tc.target, v, ok, tc.length)
+		}
+		if v, _ := header(lines, "Date"); v == "" {
+			t.Errorf("%s %s: no Date", tc.method, tc.target)
+		} else if d, err := http.ParseTime(v); err != nil || time.Since(d) > time.Minute {
+			t.Errorf("%s %s: Date %q: %v", tc.method, tc.target, v, err)
+		}
+		if v, _ := header(lines, "X-Request-Id"); !freshID.MatchString(v) {
+			t.Errorf("%s %s: X-Request-Id %q, want a fresh one", tc.method, tc.target, v)
+		}
+		if _, ok := header(lines, "Connection"); ok {
+			t.Errorf("%s %s: Connection header on a kept HTTP/1.1 connection: %q", tc.method, tc.target, lines)
+		}
+		body := make([]byte, len(tc.body))
+		if _, err := io.ReadFull(rc.br, body); err != nil || string(body) != tc.body {
+			t.Errorf("%s %s: body %q, %v; want %q", tc.method, tc.target, body, err, tc.body)
+		}
+		// Nothing more: the next answer starts right after.
+		rc.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, body := rc.read("GET"); resp.StatusCode != 200 || body != "hello" {
+			t.Errorf("%s %s: the next answer on the connection = %d %q", tc.method, tc.target, resp.StatusCode, body)
+		}
+	}
+	if n := ts.handled.Load(); n != 0 {
+		t.Errorf("the handler answered %d requests, want 0", n)
+	}
+}
+
+// TestRequestID: a sane X-Request-ID is echoed and is the ID the
+// Responder sees; any other gets a fresh one.
+func TestRequestID(t *testing.T) {
+	ts := startServer(t, nil)
+	for _, tc := range []struct {
+		sent  string
+		fresh bool
+	}{
+		{"", true},
+		{"trace-1.a_b", false},
+		{strings.Repeat("i", 64), false},
+		{strings.Repeat("i", 65), true},
+		{"has space", true},
+		{`quote"`, true},
+	} {
+		rc := dial(t, ts)
+		hdr := ""
+		if tc.sent != "" {
+			hdr = "X-Request-ID: " + tc.sent + "\r\n"
+		}
+		rc.send("GET /id HTTP/1.1\r\nHost: x\r\n" + hdr + "\r\n")
+		resp, body := rc.read("GET")
+		id := resp.Header.Get("X-Request-Id")
+		if id != body {
+			t.Errorf("sent %q: answered ID %q, the Responder saw %q", tc.sent, id, body)
+		}
+		if tc.fresh && !freshID.MatchString(id) || !tc.fresh && id != tc.sent {
+			t.Errorf("sent %q: ID %q, want fresh=%v", tc.sent, id, tc.fresh)
+		}
+	}
+}
+
+// TestPersistence: keep-alive and close as net/http does them (RFC 9112
+// §9.3).
+func TestPersistence(t *testing.T) {
+	ts := startServer(t, nil)
+	for _, tc := range []struct {
+		proto, conn string
+		wantHeader  string // the answer's Connection header, "" for none
+		wantClose   bool
+	}{
+		{"HTTP/1.1", "", "", false},
+		{"HTTP/1.1", "keep-alive", "", false},
+		{"HTTP/1.1", "close", "close", true},
+		{"HTTP/1.0", "", "", true},
+		{"HTTP/1.0", "Keep-Alive", "keep-alive", false},
+		{"HTTP/1.0", "close", "", true},
+	} {
+		rc := dial(t, ts)
+		hdr := "Host: x\r\n"
+		if tc.conn != "" {
+			hdr += "Connection: " + tc.conn + "\r\n"
+		}
+		rc.send("GET /hello " + tc.proto + "\r\n" + hdr + "\r\n")
+		status, lines := rc.head()
+		if want := tc.proto + " 200 OK"; status != want {
+			t.Errorf("%s %q: status line %q, want %q (net/http's)", tc.proto, tc.conn, status, want)
+		}
+		if got, _ := header(lines, "Connection"); got != tc.wantHeader {
+			t.Errorf("%s %q: Connection %q, want %q", tc.proto, tc.conn, got, tc.wantHeader)
+		}
+		io.ReadFull(rc.br, make([]byte, 5))
+		if closed, _ := rc.closed(300 * time.Millisecond); closed != tc.wantClose {
+			t.Errorf("%s %q: closed %v, want %v", tc.proto, tc.conn, closed, tc.wantClose)
+		}
+	}
+}
+
+// TestHandoff: what the fast path must not answer goes to net/http with
+// every byte intact, and the Responder is not asked when the request is
+// not plain.
+func TestHandoff(t *testing.T) {
+	ts := startServer(t, func(srv *http.Server) { srv.MaxHeaderBytes = 8 << 10 })
+	host := "Host: x\r\n"
+	tests := []struct {
+		name, req, method string
+		code              int
+		body              string // "" when not checked
+		asked             bool   // the Responder was asked first
+	}{
+		{"declined", "GET /other HTTP/1.1\r\n" + host + "\r\n", "GET", 200, "handler GET /other ", true},
+		{"declined after Status", "GET /begun-then-declined HTTP/1.1\r\n" + host + "\r\n", "GET", 200, "handler GET /begun-then-declined ", true},
+		{"bare LF", "GET /hello HTTP/1.1\nHost: x\n\n", "GET", 200, "handler GET /hello ", false},
+		{"query", "GET /hello?x=1 HTTP/1.1\r\n" + host + "\r\n", "GET", 200, "handler GET /hello?x=1 ", false},
+		{"escape", "GET /h%65llo HTTP/1.1\r\n" + host + "\r\n", "GET", 200, "handler GET /h%65llo ", false},
+		{"POST with body", "POST /hello HTTP/1.1\r\n" + host + "Content-Length: 3\r\n\r\nabc", "POST", 200, "handler POST /hello abc", false},
+		{"range", "GET /hello HTTP/1.1\r\n" + host + "Range: bytes=0-1\r\n\r\n", "GET", 200, "handler GET /hello ", false},
+		{"conditional", "GET /hello HTTP/1.1\r\n" + host + "If-None-Match: *\r\n\r\n", "GET", 200, "handler GET /hello ", false},
+		{"header line over the buffer", "GET /hello HTTP/1.1\r\n" + host + "X-Pad: " + strings.Repeat("p", DefaultBufferSize) + "\r\n\r\n", "GET", 200, "handler GET /hello ", false},
+		{"head over MaxHeaderBytes", "GET /hello HTTP/1.1\r\n" + host + "X-Big: " + strings.Repeat("b", 64<<10) + "\r\n\r\n", "GET", 431, "", false},
+		{"NUL in a value", "GET /hello HTTP/1.1\r\n" + host + "User-Agent: a\x00b\r\n\r\n", "GET", 400, "", false},
+		{"no Host", "GET /hello HTTP/1.1\r\n\r\n", "GET", 400, "", false},
+		{"two Hosts", "GET /hello HTTP/1.1\r\n" + host + host + "\r\n", "GET", 400, "", false},
+		{"space before colon", "GET /hello HTTP/1.1\r\n" + host + "Accept : x\r\n\r\n", "GET", 400, "", false},
+		{"HTTP/1.2", "GET /hello HTTP/1.2\r\n" + host + "\r\n", "GET", 200, "handler GET /hello ", false},
+		{"absolute form", "GET http://x/hello HTTP/1.1\r\n" + host + "\r\n", "GET", 200, "handler GET /hello ", false},
+		{"upgrade", "GET /hello HTTP/1.1\r\n" + host + "Connection: Upgrade\r\nUpgrade: h2c\r\n\r\n", "GET", 200, "handler GET /hello ", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := dial(t, ts)
+			calls, handled := ts.tr.calls.Load(), ts.handled.Load()
+			rc.send(tc.req)
+			resp, err := http.ReadResponse(rc.br, &http.Request{Method: tc.method})
+			if err != nil {
+				t.Fatalf("read answer: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.code {
+				t.Errorf("status %d, want %d (%s)", resp.StatusCode, tc.code, body)
+			}
+			if tc.body != "" && string(body) != tc.body {
+				t.Errorf("body %q, want %q", body, tc.body)
+			}
+			if tc.code == 200 && resp.Header.Get("X-Handler") != "yes" {
+				t.Error("not the handler's answer")
+			}
+			if resp.Header.Get("X-Begun") != "" {
+				t.Error("a declined answer's headers reached the client")
+			}
+			if asked := ts.tr.calls.Load() != calls; asked != tc.asked {
+				t.Errorf("Responder asked: %v, want %v", asked, tc.asked)
+			}
+			if tc.code == 200 && ts.handled.Load() != handled+1 {
+				t.Errorf("handler answered %d, want 1", ts.handled.Load()-handled)
+			}
+		})
+	}
+}
+
+// TestPipelining: requests sent back to back in one write are answered
+// in order, including the one the fast path hands off mid-stream and
+// those after it, which net/http answers.
+func TestPipelining(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dial(t, ts)
+	h := "Host: x\r\n"
+	rc.send("GET /hello HTTP/1.1\r\n" + h + "\r\n" +
+		"HEAD /hello HTTP/1.1\r\n" + h + "\r\n" +
+		"GET /redirect HTTP/1.1\r\n" + h + "\r\n" +
+		"GET /hello HTTP/1.1\r\nX-Request-ID: fourth\r\n" + h + "\r\n" +
+		"POST /posted HTTP/1.1\r\n" + h + "Content-Length: 3\r\n\r\nabc" +
+		"GET /hello HTTP/1.1\r\n" + h + "\r\n" +
+		"GET /after HTTP/1.1\r\n" + h + "Connection: close\r\n\r\n")
+	want := []struct {
+		method  string
+		code    int
+		body    string
+		handler bool
+	}{
+		{"GET", 200, "hello", false},
+		{"HEAD", 200, "", false},
+		{"GET", 302, "", false},
+		{"GET", 200, "hello", false},
+		{"POST", 200, "handler POST /posted abc", true},
+		{"GET", 200, "handler GET /hello ", true},
+		{"GET", 200, "handler GET /after ", true},
+	}
+	for i, w := range want {
+		resp, body := rc.read(w.method)
+		if resp.StatusCode != w.code || body != w.body || (resp.Header.Get("X-Handler") == "yes") != w.handler {
+			t.Errorf("answer %d (%s) = %d %q handler %q, want %d %q handler %v", i, w.method, resp.StatusCode, body,
+				resp.Header.Get("X-Handler"), w.code, w.body, w.handler)
+		}
+		if i == 3 && resp.Header.Get("X-Request-Id") != "fourth" {
+			t.Errorf("answer 3 has ID %q, want fourth: answers out of order", resp.Header.Get("X-Request-Id"))
+		}
+	}
+	if closed, _ := rc.closed(5 * time.Second); !closed {
+		t.Error("connection still open after Connection: close")
+	}
+}
+
+// TestSplitHead: a head that arrives in pieces is still answered by the
+// fast path.
+func TestSplitHead(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dial(t, ts)
+	for _, part := range []string{"GET /hel", "lo HTTP/1.1\r\nHo", "st: x\r", "\n", "\r\n"} {
+		rc.send(part)
+		time.Sleep(20 * time.Millisecond) // separate reads on the server
+	}
+	resp, body := rc.read("GET")
+	if resp.StatusCode != 200 || body != "hello" || resp.Header.Get("X-Handler") != "" {
+		t.Errorf("GET = %d %q (handler %q), want the fast path's hello", resp.StatusCode, body, resp.Header.Get("X-Handler"))
+	}
+}
+
+// TestClientClosesMidHead: a client gone before its head is complete gets
+// nothing, and leaves nothing behind.
+func TestClientClosesMidHead(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dial(t, ts)
+	rc.send("GET /hello HTTP/1.1\r\nHo")
+	waitFor(t, "the connection to be served", func() bool { return ts.conns() == 1 })
+	rc.c.Close()
+	waitFor(t, "the connection to be gone", func() bool { return ts.conns() == 0 })
+	if n := ts.tr.calls.Load(); n != 0 {
+		t.Errorf("Responder asked %d times", n)
+	}
+	if n := ts.handled.Load(); n != 0 {
+		t.Errorf("handler asked %d times", n)
+	}
+}
+
+// TestSlowHead: a client that trickles its head a byte at a time is cut
+// when ReadHeaderTimeout has passed since the head began, as net/http
+// does it; every byte it sends does not buy it more time.
+func TestSlowHead(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	ts := startServer(t, func(srv *http.Server) { srv.ReadHeaderTimeout = timeout })
+	rc := dial(t, ts)
+	rc.send("GET /hello HTTP/1.1\r\n")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				if _, err := rc.c.Write([]byte("X")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	closed, after := rc.closed(5 * time.Second)
+	if !closed {
+		t.Fatalf("a head trickled for %v is still read", after)
+	}
+	if after < timeout-50*time.Millisecond || after > 3*timeout {
+		t.Errorf("closed after %v, want about %v", after, timeout)
+	}
+	if ts.tr.calls.Load() != 0 || ts.handled.Load() != 0 {
+		t.Error("a request was answered")
+	}
+}
+
+// TestIdleTimeout: a kept connection with nothing to do is closed after
+// IdleTimeout.
+func TestIdleTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	ts := startServer(t, func(srv *http.Server) { srv.IdleTimeout = timeout })
+	rc := dial(t, ts)
+	rc.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	rc.read("GET")
+	closed, after := rc.closed(5 * time.Second)
+	if !closed || after < timeout-timeout/64-50*time.Millisecond || after > 3*timeout {
+		t.Errorf("closed %v after %v, want closed after about %v", closed, after, timeout)
+	}
+}
+
+// TestResponderMisuse: a Responder that says it answered without ending
+// the answer gets the connection closed with nothing sent, and a log
+// line.
+func TestResponderMisuse(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dial(t, ts)
+	rc.send("GET /unended HTTP/1.1\r\nHost: x\r\n\r\n")
+	if closed, _ := rc.closed(5 * time.Second); !closed {
+		t.Fatal("connection left open")
+	}
+	waitFor(t, "the log line", func() bool { return strings.Contains(ts.log.String(), "panic in fast path") })
+}
+
+// TestShutdown: Shutdown closes idle connections of both paths at once,
+// waits for an answer in progress, and returns nil.
+func TestShutdown(t *testing.T) {
+	ts := startServer(t, nil)
+	idle, handed, active := dial(t, ts), dial(t, ts), dial(t, ts)
+	idle.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	idle.read("GET")
+	handed.send("GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+	handed.read("GET")
+	active.send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-ts.tr.entered
+	done := make(chan error, 1)
+	go func() { done <- ts.s.Shutdown(context.Background()) }()
+	if closed, _ := idle.closed(5 * time.Second); !closed {
+		t.Error("idle fast-path connection left open")
+	}
+	if closed, _ := handed.closed(5 * time.Second); !closed {
+		t.Error("idle handed-off connection left open")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with an answer in progress", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(ts.tr.release)
+	if resp, body := active.read("GET"); resp.StatusCode != 200 || body != "late" {
+		t.Errorf("the answer in progress = %d %q", resp.StatusCode, body)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown = %v, want nil", err)
+	}
+	if err := <-ts.serveErr; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve = %v, want http.ErrServerClosed", err)
+	}
+	if _, err := net.Dial("tcp", ts.addr); err == nil {
+		t.Error("the listener still accepts")
+	}
+}
+
+// TestShutdownCutsStragglers: an answer still in progress when
+// Shutdown's context ends has its connection closed, and Shutdown says
+// so.
+func TestShutdownCutsStragglers(t *testing.T) {
+	ts := startServer(t, nil)
+	active := dial(t, ts)
+	active.send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-ts.tr.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ts.s.Shutdown(ctx) }()
+	closed, after := active.closed(5 * time.Second)
+	if !closed || after > 3*time.Second {
+		t.Errorf("connection closed %v after %v, want closed once the context ended", closed, after)
+	}
+	close(ts.tr.release) // the Responder returns; its goroutine ends
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// TestServeUntilCancelled: Serve answers until its context ends, then
+// shuts down and returns nil.
+func TestServeUntilCancelled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	srv := &http.Server{Handler: http.NotFoundHandler()}
+	go func() { done <- Serve(ctx, ln, srv, &testResponder{}, Options{}) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET = %v, %v", resp, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve = %v after cancel, want nil", err)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
