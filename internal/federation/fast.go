@@ -72,6 +72,7 @@ func (fr fastResponder) Respond(a *fastpath.Answer, req *fastpath.Request) bool 
 		}
 		a.End()
 		f.m.fast.Inc()
+		f.m.countAnswer(http.MethodHead, http.StatusOK)
 		return true
 	}
 	best := rk[0].r
@@ -87,5 +88,6 @@ func (fr fastResponder) Respond(a *fastpath.Answer, req *fastpath.Request) bool 
 	a.Header("Location", loc[0])
 	a.End()
 	f.m.fast.Inc()
+	f.m.countAnswer(http.MethodGet, http.StatusFound)
 	return true
 }

@@ -236,6 +236,42 @@ func TestFastPathRedirectCounted(t *testing.T) {
 	if r, h := redirects(), hits(); r != 3 || h != h0+2 {
 		t.Errorf("after a warm GET on the fast path: redirects %v, hits %v; want 3, %v", r, h, h0+2)
 	}
+	exchange(t, fp.fast, "HEAD", "HEAD /f HTTP/1.1\r\nHost: fed\r\n\r\n")
+	exchange(t, fp.handler, "GET", "GET /missing HTTP/1.1\r\nHost: fed\r\n\r\n")
+	// answers_total counts both paths alike, by method and status class.
+	for _, c := range []struct {
+		method, class string
+		want          float64
+	}{{"GET", "3xx", 3}, {"HEAD", "2xx", 1}, {"GET", "4xx", 1}, {"GET", "2xx", 0}} {
+		if got := answers(t, fp.Registry(), c.method, c.class); got != c.want {
+			t.Errorf("answers_total{method=%s,code=%s} = %v, want %v", c.method, c.class, got, c.want)
+		}
+	}
+}
+
+// answers is lakefed_federation_answers_total{method, code} on reg.
+func answers(t testing.TB, reg *prometheus.Registry, method, class string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "lakefed_federation_answers_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var mm, cm bool
+			for _, l := range m.GetLabel() {
+				mm = mm || l.GetName() == "method" && l.GetValue() == method
+				cm = cm || l.GetName() == "code" && l.GetValue() == class
+			}
+			if mm && cm {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // TestFastPathPresignRefresh: a pre-signed URL past half its life is

@@ -44,6 +44,7 @@ import (
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/kinds"
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/shared"
 )
 
@@ -118,6 +119,9 @@ type Federator struct {
 	// endpoints); Close waits for them. Each ends within its endpoints'
 	// timeouts.
 	bg sync.WaitGroup
+	// meters are the writers that count the namespace's answers
+	// (serveNamespace), reused.
+	meters sync.Pool
 }
 
 // snapshot is one immutable endpoint set with its cache. A request loads
@@ -215,6 +219,7 @@ func New(ctx context.Context, cfg config.Federation, opts Options) (*Federator, 
 		probers: map[*member]context.CancelFunc{},
 		geo:     map[string]*geoip2.Reader{},
 	}
+	f.meters.New = func() any { return new(httpx.Meter) }
 	f.m.reg.MustRegister(newPrefixCollector(f))
 	if sh := opts.Shared; sh != nil {
 		f.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lakefed_federation_shared_degraded",

@@ -23,6 +23,9 @@ type metrics struct {
 	mismatches    prometheus.Counter
 	disagreements prometheus.Counter
 	answers       *prometheus.CounterVec
+	// answered is answers resolved by method and status class
+	// (countAnswer), so that the hot path adds without a label look-up.
+	answered [len(answerMethods)][6]prometheus.Counter
 	locFound      prometheus.Counter
 	locMissing    prometheus.Counter
 	locUnavail    prometheus.Counter
@@ -77,11 +80,41 @@ func newMetrics() *metrics {
 		fast: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "fast_path_requests_total",
 			Help: "GET and HEAD requests answered by the lean HTTP/1.1 path instead of net/http (also counted in redirects_total and metadata_cache_hits_total)."}),
 	}
+	for i, method := range answerMethods {
+		for c := range m.answered[i] {
+			m.answered[i][c] = m.answers.WithLabelValues(method, answerClasses[c])
+		}
+	}
 	m.locFound = m.locates.WithLabelValues("found")
 	m.locMissing = m.locates.WithLabelValues("notfound")
 	m.locUnavail = m.locates.WithLabelValues("unavailable")
 	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers, m.sharedHits, m.fast)
 	return m
+}
+
+// answerMethods are the methods answers_total names; any other is
+// "other" (a label per method a client invents would grow without bound).
+var answerMethods = [...]string{"GET", "HEAD", "PUT", "DELETE", "PROPFIND", "MKCOL", "COPY", "MOVE", "OPTIONS", "other"}
+
+// answerClasses are the status classes answers_total names, by code/100;
+// "aborted" is an answer cut before its status (the handler aborted).
+var answerClasses = [6]string{"aborted", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// countAnswer counts one namespace answer of method with status code (0:
+// none was sent).
+func (m *metrics) countAnswer(method string, code int) {
+	i := len(answerMethods) - 1
+	for k, name := range answerMethods[:i] {
+		if name == method {
+			i = k
+			break
+		}
+	}
+	c := code / 100
+	if c < 1 || c > 5 {
+		c = 0
+	}
+	m.answered[i][c].Inc()
 }
 
 func (m *metrics) forMember(name string) memberMetrics {

@@ -85,8 +85,22 @@ type request struct {
 	hops int
 }
 
-// serveNamespace answers a request for a path of the federated namespace.
+// serveNamespace answers a request for a path of the federated namespace,
+// and counts the answer (answers_total) by its method and status: the
+// writer is a Meter from a pool, so a warm answer still allocates
+// nothing.
 func (f *Federator) serveNamespace(w http.ResponseWriter, r *http.Request) {
+	mw := f.meters.Get().(*httpx.Meter)
+	mw.Reset(w)
+	defer func() {
+		f.m.countAnswer(r.Method, mw.Status) // an aborted answer too (a panic passing)
+		mw.Reset(nil)
+		f.meters.Put(mw)
+	}()
+	f.serveNamespaceTo(mw, r)
+}
+
+func (f *Federator) serveNamespaceTo(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	if !isClean(p) {
 		var err error
