@@ -25,10 +25,10 @@ type metrics struct {
 	answers       *prometheus.CounterVec
 	// answered is answers resolved by method and status class
 	// (countAnswer), so that the hot path adds without a label look-up.
-	answered [len(answerMethods)][6]prometheus.Counter
-	locFound      prometheus.Counter
-	locMissing    prometheus.Counter
-	locUnavail    prometheus.Counter
+	answered   [len(answerMethods)][6]prometheus.Counter
+	locFound   prometheus.Counter
+	locMissing prometheus.Counter
+	locUnavail prometheus.Counter
 	// sharedHits: look-ups answered from the shared second level
 	// (Redis), without asking the endpoints.
 	sharedHits prometheus.Counter
