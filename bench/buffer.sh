@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Write-buffer benchmark (issue 13): the Russian data-lake prototype's
+# Write-buffer benchmark: the Russian data-lake prototype's
 # synthetic test on loopback. WRITERS writers (10) each upload FILES files
 # (10) of SIZE_MB MB (100; MB = 10^6 bytes, as the proxy counts) with
 # curl -T, one file after the other, all writers at once:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cache-role benchmark (issue 12): the lakefed cache against reading its
+# Cache-role benchmark: the lakefed cache against reading its
 # origin directly and against XCache (XRootD's proxy file cache), all on
 # loopback and in one run, so the ratios hold on a shared, noisy machine.
 #

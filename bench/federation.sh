@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Federator benchmark (issue 4): the lakefed federator's HEAD (stat) and
+# Federator benchmark: the lakefed federator's HEAD (stat) and
 # GET-redirect rates with warm metadata, beside nginx answering a fixed 302
 # and beside the XRootD redirector (xrootd + cmsd manager, two data
 # servers) answering opens of the same files; its p99 at a fixed offered
@@ -308,7 +308,7 @@ xrow "redirect answer only, cold (first open of each)" "${V[xrd_redir_cold]}" "$
 xrow "open+close via redirect, cold" "${V[xrd_open_cold]}" "${V[xrd_open_cold_p99]}" "${L[xrd_open_cold]}"
 xrow "missing file, 16 at once: p50 / p99 (ms)" "${V[xrd_miss_p50]}/${V[xrd_miss_p99]}" "n=${V[xrd_miss_n]}" "${L[xrd_miss]}"
 echo
-printf '%-58s %12s %10s %8s\n' "goal (issue 4)" "measured" "ratio" "verdict"
+printf '%-58s %12s %10s %8s\n' "goal" "measured" "ratio" "verdict"
 goal() { printf '%-58s %12s %10s %8s\n' "$1" "$2" "$3" "$4"; }
 goal "warm GET redirects/s >= 40,000 (wrk, $WARM paths)" "${V[fed_get_wrk]}" "$(r "${V[fed_get_wrk]}" 40000)" "$(ok "${V[fed_get_wrk]}" 40000 '>=')"
 goal "p99 <= 5 ms at $RATE/s offered" "${V[fed_fixed_p99_ms]}" "$(r 5 "${V[fed_fixed_p99_ms]}")" "$(ok "${V[fed_fixed_p99_ms]}" 5 '<=')"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Federation-by-kind benchmark (issue 6): reading a SIZE_MB file through the
+# Federation-by-kind benchmark: reading a SIZE_MB file through the
 # federator from each endpoint kind (lakefed storage, nginx WebDAV, S3 via
 # s3proxy, XRootD) against reading that endpoint directly, in redirect and in
 # proxy mode, in one run, so the ratios hold on a shared, noisy machine.

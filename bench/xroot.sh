@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# root:// door benchmark (issue 14): lakefed's door (listen_xroot) beside the
+# root:// door benchmark: lakefed's door (listen_xroot) beside the
 # XRootD redirector (xrootd + cmsd manager, two data servers, as
 # ../shared/servers/fed_start.sh starts them), on the same files and the
 # same two data servers, with THREADS client threads:
@@ -527,7 +527,7 @@ crow "through the lakefed door (redirected)" "${V[cp_door]}" "$(r "${V[cp_door]}
 crow "through the XRootD redirector" "${V[cp_redir]}" "$(r "${V[cp_redir]}" "${V[cp_direct]}")x" "${CPS[redir]}"
 crow "through the door, served by it (lakefed site)" "${V[cp_proxied]}" "$(r "${V[cp_proxied]}" "${V[cp_direct]}")x" "${CPS[proxied]}"
 echo
-printf '%-58s %12s %10s %8s\n' "goal (issue 14)" "measured" "ratio" "verdict"
+printf '%-58s %12s %10s %8s\n' "goal" "measured" "ratio" "verdict"
 goal() { printf '%-58s %12s %10s %8s\n' "$@"; }
 OPEN_RATIO=$(r "${V[door_open]}" "${V[redir_open]}")
 CP_RATIO=$(r "${V[cp_door]}" "${V[cp_direct]}")
