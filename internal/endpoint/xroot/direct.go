@@ -440,8 +440,9 @@ func (r *directReader) WriteTo(w io.Writer) (int64, error) {
 // it sends kXR_close and waits (within the timeout) for the answer: xrootd
 // shares open file handles by path, and a handle left open until the
 // server notices the dropped connection would serve a later open of the
-// same path, after a Put replaced the file, the old bytes. With reads in
-// flight (the caller stopped early) the connection is just dropped. It
+// same path, after a Put replaced the file, the old bytes. A reader read
+// to its end is such a reader too. With reads in flight (the caller
+// stopped early) or after a failure the connection is just dropped. It
 // always returns nil.
 func (r *directReader) Close() error {
 	if r.closed {
@@ -449,7 +450,7 @@ func (r *directReader) Close() error {
 	}
 	r.closed = true
 	r.stop()
-	if len(r.inflight) == 0 && r.err == nil {
+	if len(r.inflight) == 0 && (r.err == nil || r.err == io.EOF) {
 		req := make([]byte, 24)
 		binary.BigEndian.PutUint16(req[0:], 4)
 		binary.BigEndian.PutUint16(req[2:], xrdwire.ReqClose)

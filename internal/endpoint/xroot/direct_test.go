@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,6 +94,7 @@ type rawFake struct {
 	mu     sync.Mutex // guards conns and waited
 	conns  []net.Conn
 	waited bool
+	closes atomic.Int32 // kXR_close requests answered
 }
 
 func startRawFake(t *testing.T, f *rawFake) string {
@@ -236,12 +238,34 @@ func (f *rawFake) serve(c net.Conn) {
 			default:
 				held = &q
 			}
+		case xrdwire.ReqClose:
+			f.closes.Add(1) // before the answer the client waits for
+			err = answer(c, sid, xrdwire.StatusOK, nil)
 		default:
 			err = answer(c, sid, xrdwire.StatusOK, nil)
 		}
 		if err != nil {
 			return
 		}
+	}
+}
+
+// TestDirectCloseAfterWholeRead: a reader that read its file to the end
+// closes the file on the server (kXR_close, answered) before Close
+// returns. xrootd shares open handles by path: one left to the dropped
+// connection served a later open of the path, after a Put replaced the
+// file, the old bytes (the conformance suite's Put/replace, now and
+// then).
+func TestDirectCloseAfterWholeRead(t *testing.T) {
+	f := &rawFake{data: randomData(2500, 6)}
+	e := newEndpoint(t, "root://"+startRawFake(t, f)+"//", 5*time.Second)
+	e.readChunk = 1000
+	got, err := readAll(t, e, "/f", 0, -1)
+	if err != nil || !bytes.Equal(got, f.data) {
+		t.Fatalf("read %d bytes, %v; want %d equal", len(got), err, len(f.data))
+	}
+	if n := f.closes.Load(); n != 1 {
+		t.Errorf("the server answered %d kXR_close after a whole read, want 1", n)
 	}
 }
 
