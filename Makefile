@@ -15,6 +15,7 @@ FUZZ_PUT ?= 40000x
 FUZZ_BEARER ?= 200000x
 FUZZ_FRAMES ?= 60000x
 FUZZ_VOMS ?= 200000x
+FUZZ_HEAD ?= 300000x
 FUZZTIMEOUT ?= 5m
 
 # The nemesis (internal/nemesis): the whole lake under kills, pauses, a
@@ -60,7 +61,8 @@ test: deps vet
 
 # The fuzz targets, each for FUZZTIME: the federator's proxied ranges,
 # the storage role's PUT headers, bearer tokens and Authorization headers,
-# the root:// door's request frames, and VOMS attribute certificates.
+# the root:// door's request frames, VOMS attribute certificates, and the
+# fast HTTP/1.1 path's request heads against net/http's reading of them.
 # Seeds run in every go test too.
 fuzz:
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzProxyRange$$' -fuzztime $(FUZZ_PROXY) ./internal/federation/
@@ -68,6 +70,7 @@ fuzz:
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzBearer$$' -fuzztime $(FUZZ_BEARER) ./internal/auth/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZ_FRAMES) ./internal/xrootd/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzVOMSAC$$' -fuzztime $(FUZZ_VOMS) ./internal/auth/
+	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZ_HEAD) ./internal/httpx/fastpath/
 
 nemesis-ci:
 	NEMESIS_DURATION=$(NEMESIS_CI) NEMESIS_SEED=$(NEMESIS_CI_SEED) $(GO) test -v -tags nemesis -count=1 -timeout 20m -run '^TestNemesis$$' ./internal/nemesis/
