@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -29,54 +28,6 @@ var freshID = regexp.MustCompile(`^[0-9a-f]{16}$`)
 // slowHeader is a header the fast path does not know, so a request that
 // carries it is handed to net/http: the reference answer.
 const slowHeader = "X-Test-Slow"
-
-// rawConn is a client connection that writes raw bytes and reads
-// responses in order.
-type rawConn struct {
-	t  *testing.T
-	c  net.Conn
-	br *bufio.Reader
-}
-
-func dialRaw(t *testing.T, ts *testServer) *rawConn {
-	t.Helper()
-	c, err := net.Dial("tcp", ts.host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
-}
-
-func (rc *rawConn) send(s string) {
-	rc.t.Helper()
-	if _, err := io.WriteString(rc.c, s); err != nil {
-		rc.t.Fatalf("write: %v", err)
-	}
-}
-
-// read reads one response to method and its whole body.
-func (rc *rawConn) read(method string) (*http.Response, string) {
-	rc.t.Helper()
-	resp, err := http.ReadResponse(rc.br, &http.Request{Method: method})
-	if err != nil {
-		rc.t.Fatalf("read %s response: %v", method, err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		rc.t.Fatalf("read %s body: %v", method, err)
-	}
-	return resp, string(b)
-}
-
-// eof reports whether the server closed the connection (nothing more to
-// read).
-func (rc *rawConn) eof() bool {
-	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err := rc.br.ReadByte()
-	return err == io.EOF
-}
 
 func fastCount(ts *testServer) float64 { return counterValue(ts.s.m.fast) }
 
@@ -151,10 +102,10 @@ func TestFastPathMatchesHandler(t *testing.T) {
 	for _, tc := range tests {
 		for _, method := range []string{"HEAD", "GET"} {
 			t.Run(method+tc.target, func(t *testing.T) {
-				rc := dialRaw(t, ts)
+				rc := testenv.DialRaw(t, ts.host)
 				before := fastCount(ts)
-				rc.send(fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n", method, tc.target, ts.host))
-				fast, fastBody := rc.read(method)
+				rc.Send(fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n", method, tc.target, ts.host))
+				fast, fastBody := rc.Read(method)
 				want := before
 				if tc.fast {
 					want++
@@ -162,9 +113,9 @@ func TestFastPathMatchesHandler(t *testing.T) {
 				if got := waitFast(ts, want); got != want {
 					t.Errorf("fast path answered %v requests, want fast=%v", got, tc.fast)
 				}
-				rc2 := dialRaw(t, ts)
-				rc2.send(fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\n%s: 1\r\n\r\n", method, tc.target, ts.host, slowHeader))
-				slow, slowBody := rc2.read(method)
+				rc2 := testenv.DialRaw(t, ts.host)
+				rc2.Send(fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\n%s: 1\r\n\r\n", method, tc.target, ts.host, slowHeader))
+				slow, slowBody := rc2.Read(method)
 				if tc.target == "/metrics" { // the counters move between the two requests
 					if fast.StatusCode != 200 || method == "GET" && !strings.Contains(fastBody, "lakefed_storage_requests_total") {
 						t.Errorf("/metrics = %d %.40q", fast.StatusCode, fastBody)
@@ -194,9 +145,9 @@ func TestFastPathMatchesHandler(t *testing.T) {
 func TestFastPathPipelining(t *testing.T) {
 	ts := startServer(t, Config{})
 	os.WriteFile(filepath.Join(ts.root, "f"), []byte("hello"), 0o644)
-	rc := dialRaw(t, ts)
+	rc := testenv.DialRaw(t, ts.host)
 	h := "Host: " + ts.host + "\r\n"
-	rc.send("HEAD /f HTTP/1.1\r\n" + h + "\r\n" +
+	rc.Send("HEAD /f HTTP/1.1\r\n" + h + "\r\n" +
 		"GET /f HTTP/1.1\r\n" + h + "\r\n" +
 		"HEAD /f HTTP/1.1\r\n" + h + "\r\n" +
 		"PUT /g HTTP/1.1\r\n" + h + "Content-Length: 3\r\n\r\nabc" +
@@ -208,7 +159,7 @@ func TestFastPathPipelining(t *testing.T) {
 		body   string
 	}{{"HEAD", 200, ""}, {"GET", 200, "hello"}, {"HEAD", 200, ""}, {"PUT", 201, ""}, {"GET", 200, "abc"}, {"GET", 200, "hello"}}
 	for i, w := range want {
-		resp, body := rc.read(w.method)
+		resp, body := rc.Read(w.method)
 		if resp.StatusCode != w.code || body != w.body {
 			t.Errorf("response %d (%s) = %d %q, want %d %q", i, w.method, resp.StatusCode, body, w.code, w.body)
 		}
@@ -216,7 +167,7 @@ func TestFastPathPipelining(t *testing.T) {
 	if got := waitFast(ts, 3); got != 3 {
 		t.Errorf("fast path answered %v, want 3 (the rest after the hand-off go to net/http)", got)
 	}
-	if !rc.eof() {
+	if !rc.EOF() {
 		t.Error("connection still open after Connection: close")
 	}
 }
@@ -240,14 +191,14 @@ func TestFastPathConnection(t *testing.T) {
 	for _, tc := range tests {
 		for _, method := range []string{"HEAD", "GET"} {
 			t.Run(tc.name+" "+method, func(t *testing.T) {
-				rc := dialRaw(t, ts)
+				rc := testenv.DialRaw(t, ts.host)
 				hdr := "Host: " + ts.host + "\r\n"
 				if tc.conn != "" {
 					hdr += "Connection: " + tc.conn + "\r\n"
 				}
 				before := fastCount(ts)
-				rc.send(method + " /f " + tc.proto + "\r\n" + hdr + "\r\n")
-				resp, _ := rc.read(method)
+				rc.Send(method + " /f " + tc.proto + "\r\n" + hdr + "\r\n")
+				resp, _ := rc.Read(method)
 				if got := waitFast(ts, before+1); resp.StatusCode != 200 || got != before+1 {
 					t.Fatalf("status %d, fast %v; want 200 from the fast path", resp.StatusCode, got-before)
 				}
@@ -258,29 +209,29 @@ func TestFastPathConnection(t *testing.T) {
 					t.Errorf("Connection: close said %v, want %v", resp.Close, tc.wantClose)
 				}
 				if tc.wantClose {
-					if !rc.eof() {
+					if !rc.EOF() {
 						t.Error("connection left open")
 					}
 					return
 				}
-				rc.send(method + " /f " + tc.proto + "\r\n" + hdr + "\r\n")
-				if resp, _ := rc.read(method); resp.StatusCode != 200 {
+				rc.Send(method + " /f " + tc.proto + "\r\n" + hdr + "\r\n")
+				if resp, _ := rc.Read(method); resp.StatusCode != 200 {
 					t.Errorf("second request on the connection = %d", resp.StatusCode)
 				}
 			})
 		}
 	}
 	t.Run("1.0 without Host", func(t *testing.T) {
-		rc := dialRaw(t, ts)
-		rc.send("HEAD /f HTTP/1.0\r\n\r\n")
-		if resp, _ := rc.read("HEAD"); resp.StatusCode != 200 {
+		rc := testenv.DialRaw(t, ts.host)
+		rc.Send("HEAD /f HTTP/1.0\r\n\r\n")
+		if resp, _ := rc.Read("HEAD"); resp.StatusCode != 200 {
 			t.Errorf("status %d, want 200", resp.StatusCode)
 		}
 	})
 	t.Run("1.1 without Host", func(t *testing.T) {
-		rc := dialRaw(t, ts)
-		rc.send("HEAD /f HTTP/1.1\r\n\r\n")
-		if resp, _ := rc.read("HEAD"); resp.StatusCode != 400 {
+		rc := testenv.DialRaw(t, ts.host)
+		rc.Send("HEAD /f HTTP/1.1\r\n\r\n")
+		if resp, _ := rc.Read("HEAD"); resp.StatusCode != 400 {
 			t.Errorf("status %d, want 400 (net/http's answer)", resp.StatusCode)
 		}
 	})
@@ -333,17 +284,17 @@ func TestFastPathOddRequests(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := dialRaw(t, ts)
+			rc := testenv.DialRaw(t, ts.host)
 			before := fastCount(ts)
-			rc.send(tc.req)
+			rc.Send(tc.req)
 			if tc.code == 431 { // net/http closes without reading the rest: only the status is sure to arrive
-				resp, err := http.ReadResponse(rc.br, nil)
+				resp, err := http.ReadResponse(rc.BR, nil)
 				if err != nil || resp.StatusCode != 431 {
 					t.Errorf("oversized header: %v, %v; want 431", resp, err)
 				}
 				return
 			}
-			resp, body := rc.read(tc.method)
+			resp, body := rc.Read(tc.method)
 			if resp.StatusCode != tc.code {
 				t.Errorf("status %d, want %d", resp.StatusCode, tc.code)
 			}
@@ -365,22 +316,22 @@ func TestFastPathOddRequests(t *testing.T) {
 func TestFastPathExpectContinue(t *testing.T) {
 	ts := startServer(t, Config{})
 	os.WriteFile(filepath.Join(ts.root, "f"), []byte("data"), 0o644)
-	rc := dialRaw(t, ts)
+	rc := testenv.DialRaw(t, ts.host)
 	host := "Host: " + ts.host + "\r\n"
-	rc.send("GET /f HTTP/1.1\r\n" + host + "\r\n")
-	if resp, body := rc.read("GET"); resp.StatusCode != 200 || body != "data" {
+	rc.Send("GET /f HTTP/1.1\r\n" + host + "\r\n")
+	if resp, body := rc.Read("GET"); resp.StatusCode != 200 || body != "data" {
 		t.Fatalf("GET = %d %q", resp.StatusCode, body)
 	}
-	rc.send("PUT /e HTTP/1.1\r\n" + host + "Content-Length: 4\r\nExpect: 100-continue\r\n\r\n")
-	line, err := rc.br.ReadString('\n')
+	rc.Send("PUT /e HTTP/1.1\r\n" + host + "Content-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+	line, err := rc.BR.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
 		t.Fatalf("first line %q, %v; want 100 Continue", line, err)
 	}
-	if _, err := rc.br.ReadString('\n'); err != nil { // the empty line ending the 100
+	if _, err := rc.BR.ReadString('\n'); err != nil { // the empty line ending the 100
 		t.Fatal(err)
 	}
-	rc.send("body")
-	if resp, _ := rc.read("PUT"); resp.StatusCode != 201 {
+	rc.Send("body")
+	if resp, _ := rc.Read("PUT"); resp.StatusCode != 201 {
 		t.Errorf("PUT = %d, want 201", resp.StatusCode)
 	}
 	if b, _ := os.ReadFile(filepath.Join(ts.root, "e")); string(b) != "body" {
@@ -393,11 +344,11 @@ func TestFastPathExpectContinue(t *testing.T) {
 func TestFastPathSplitHead(t *testing.T) {
 	ts := startServer(t, Config{})
 	os.WriteFile(filepath.Join(ts.root, "f"), []byte("data"), 0o644)
-	rc := dialRaw(t, ts)
+	rc := testenv.DialRaw(t, ts.host)
 	for _, part := range []string{"GET /f HT", "TP/1.1\r\nHo", "st: " + ts.host + "\r", "\n", "\r\n"} {
-		rc.send(part) // separate writes (TCP_NODELAY): usually separate reads on the server; the test holds either way
+		rc.Send(part) // separate writes (TCP_NODELAY): usually separate reads on the server; the test holds either way
 	}
-	if resp, body := rc.read("GET"); resp.StatusCode != 200 || body != "data" {
+	if resp, body := rc.Read("GET"); resp.StatusCode != 200 || body != "data" {
 		t.Errorf("GET = %d %q", resp.StatusCode, body)
 	}
 	if got := waitFast(ts, 1); got != 1 {
@@ -466,19 +417,19 @@ func TestFastPathShutdown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
 	ts := &testServer{s: s, host: ln.Addr().String()}
-	fast, slow := dialRaw(t, ts), dialRaw(t, ts)
-	fast.send("HEAD /f HTTP/1.1\r\nHost: x\r\n\r\n")
-	fast.read("HEAD")
-	slow.send("HEAD /f HTTP/1.1\r\nHost: x\r\n" + slowHeader + ": 1\r\n\r\n")
-	slow.read("HEAD")
+	fast, slow := testenv.DialRaw(t, ts.host), testenv.DialRaw(t, ts.host)
+	fast.Send("HEAD /f HTTP/1.1\r\nHost: x\r\n\r\n")
+	fast.Read("HEAD")
+	slow.Send("HEAD /f HTTP/1.1\r\nHost: x\r\n" + slowHeader + ": 1\r\n\r\n")
+	slow.Read("HEAD")
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Serve = %v after cancel, want nil", err)
 	}
-	if !fast.eof() {
+	if !fast.EOF() {
 		t.Error("idle fast-path connection left open")
 	}
-	if !slow.eof() {
+	if !slow.EOF() {
 		t.Error("idle handed-off connection left open")
 	}
 }

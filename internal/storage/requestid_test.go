@@ -63,14 +63,14 @@ func TestRequestIDLogged(t *testing.T) {
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
 					before := fastCount(ts)
-					rc := dialRaw(t, ts)
+					rc := testenv.DialRaw(t, ts.host)
 					head := tt.req + "\r\nHost: " + ts.host
 					if tt.sent != "" {
 						head += "\r\nX-Request-ID: " + tt.sent
 					}
-					rc.send(head + "\r\n\r\n")
+					rc.Send(head + "\r\n\r\n")
 					method, _, _ := strings.Cut(tt.req, " ")
-					resp, _ := rc.read(method)
+					resp, _ := rc.Read(method)
 					id := resp.Header.Get("X-Request-ID")
 					if tt.fresh && !freshID.MatchString(id) {
 						t.Fatalf("X-Request-ID = %q, want a fresh one", id)

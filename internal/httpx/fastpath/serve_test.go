@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // freshID is a request ID the server made.
@@ -115,82 +117,6 @@ func (ts *testServer) conns() int {
 	return len(ts.s.conns)
 }
 
-// rawConn is a client connection that writes raw bytes and reads answers
-// in order.
-type rawConn struct {
-	t  *testing.T
-	c  net.Conn
-	br *bufio.Reader
-}
-
-func dial(t *testing.T, ts *testServer) *rawConn {
-	t.Helper()
-	c, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
-}
-
-func (rc *rawConn) send(s string) {
-	rc.t.Helper()
-	if _, err := io.WriteString(rc.c, s); err != nil {
-		rc.t.Fatalf("write: %v", err)
-	}
-}
-
-// head reads one answer's head, raw: the status line and header lines.
-func (rc *rawConn) head() (status string, lines []string) {
-	rc.t.Helper()
-	for {
-		l, err := rc.br.ReadString('\n')
-		if err != nil {
-			rc.t.Fatalf("read head: %v (so far %q %q)", err, status, lines)
-		}
-		if !strings.HasSuffix(l, "\r\n") {
-			rc.t.Fatalf("line %q does not end in CRLF", l)
-		}
-		l = strings.TrimSuffix(l, "\r\n")
-		switch {
-		case status == "":
-			status = l
-		case l == "":
-			return status, lines
-		default:
-			lines = append(lines, l)
-		}
-	}
-}
-
-// read reads one answer to method and its whole body.
-func (rc *rawConn) read(method string) (*http.Response, string) {
-	rc.t.Helper()
-	resp, err := http.ReadResponse(rc.br, &http.Request{Method: method})
-	if err != nil {
-		rc.t.Fatalf("read %s answer: %v", method, err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		rc.t.Fatalf("read %s body: %v", method, err)
-	}
-	return resp, string(b)
-}
-
-// closed reports whether the server closed the connection within d
-// (nothing more to read), and how long that took.
-func (rc *rawConn) closed(d time.Duration) (bool, time.Duration) {
-	start := time.Now()
-	rc.c.SetReadDeadline(start.Add(d))
-	_, err := rc.br.ReadByte()
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return false, time.Since(start)
-	}
-	return err != nil, time.Since(start)
-}
-
 // header returns the value of name among raw header lines, and whether
 // it is there.
 func header(lines []string, name string) (string, bool) {
@@ -217,9 +143,9 @@ func TestAnswerFraming(t *testing.T) {
 		{"GET", "/redirect", "HTTP/1.1 302 Found", "0", ""},
 		{"HEAD", "/redirect", "HTTP/1.1 302 Found", "", ""},
 	} {
-		rc := dial(t, ts)
-		rc.send(tc.method + " " + tc.target + " HTTP/1.1\r\nHost: x\r\n\r\n")
-		status, lines := rc.head()
+		rc := testenv.DialRaw(t, ts.addr)
+		rc.Send(tc.method + " " + tc.target + " HTTP/1.1\r\nHost: x\r\n\r\n")
+		status, lines := rc.Head()
 		if status != tc.status {
 			t.Errorf("%s %s: status line %q, want %q", tc.method, tc.target, status, tc.status)
 		}
@@ -238,12 +164,12 @@ func TestAnswerFraming(t *testing.T) {
 			t.Errorf("%s %s: Connection header on a kept HTTP/1.1 connection: %q", tc.method, tc.target, lines)
 		}
 		body := make([]byte, len(tc.body))
-		if _, err := io.ReadFull(rc.br, body); err != nil || string(body) != tc.body {
+		if _, err := io.ReadFull(rc.BR, body); err != nil || string(body) != tc.body {
 			t.Errorf("%s %s: body %q, %v; want %q", tc.method, tc.target, body, err, tc.body)
 		}
 		// Nothing more: the next answer starts right after.
-		rc.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
-		if resp, body := rc.read("GET"); resp.StatusCode != 200 || body != "hello" {
+		rc.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, body := rc.Read("GET"); resp.StatusCode != 200 || body != "hello" {
 			t.Errorf("%s %s: the next answer on the connection = %d %q", tc.method, tc.target, resp.StatusCode, body)
 		}
 	}
@@ -267,13 +193,13 @@ func TestRequestID(t *testing.T) {
 		{"has space", true},
 		{`quote"`, true},
 	} {
-		rc := dial(t, ts)
+		rc := testenv.DialRaw(t, ts.addr)
 		hdr := ""
 		if tc.sent != "" {
 			hdr = "X-Request-ID: " + tc.sent + "\r\n"
 		}
-		rc.send("GET /id HTTP/1.1\r\nHost: x\r\n" + hdr + "\r\n")
-		resp, body := rc.read("GET")
+		rc.Send("GET /id HTTP/1.1\r\nHost: x\r\n" + hdr + "\r\n")
+		resp, body := rc.Read("GET")
 		id := resp.Header.Get("X-Request-Id")
 		if id != body {
 			t.Errorf("sent %q: answered ID %q, the Responder saw %q", tc.sent, id, body)
@@ -300,21 +226,21 @@ func TestPersistence(t *testing.T) {
 		{"HTTP/1.0", "Keep-Alive", "keep-alive", false},
 		{"HTTP/1.0", "close", "", true},
 	} {
-		rc := dial(t, ts)
+		rc := testenv.DialRaw(t, ts.addr)
 		hdr := "Host: x\r\n"
 		if tc.conn != "" {
 			hdr += "Connection: " + tc.conn + "\r\n"
 		}
-		rc.send("GET /hello " + tc.proto + "\r\n" + hdr + "\r\n")
-		status, lines := rc.head()
+		rc.Send("GET /hello " + tc.proto + "\r\n" + hdr + "\r\n")
+		status, lines := rc.Head()
 		if want := tc.proto + " 200 OK"; status != want {
 			t.Errorf("%s %q: status line %q, want %q (net/http's)", tc.proto, tc.conn, status, want)
 		}
 		if got, _ := header(lines, "Connection"); got != tc.wantHeader {
 			t.Errorf("%s %q: Connection %q, want %q", tc.proto, tc.conn, got, tc.wantHeader)
 		}
-		io.ReadFull(rc.br, make([]byte, 5))
-		if closed, _ := rc.closed(300 * time.Millisecond); closed != tc.wantClose {
+		io.ReadFull(rc.BR, make([]byte, 5))
+		if closed, _ := rc.Closed(300 * time.Millisecond); closed != tc.wantClose {
 			t.Errorf("%s %q: closed %v, want %v", tc.proto, tc.conn, closed, tc.wantClose)
 		}
 	}
@@ -352,10 +278,10 @@ func TestHandoff(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := dial(t, ts)
+			rc := testenv.DialRaw(t, ts.addr)
 			calls, handled := ts.tr.calls.Load(), ts.handled.Load()
-			rc.send(tc.req)
-			resp, err := http.ReadResponse(rc.br, &http.Request{Method: tc.method})
+			rc.Send(tc.req)
+			resp, err := http.ReadResponse(rc.BR, &http.Request{Method: tc.method})
 			if err != nil {
 				t.Fatalf("read answer: %v", err)
 			}
@@ -387,9 +313,9 @@ func TestHandoff(t *testing.T) {
 // those after it, which net/http answers.
 func TestPipelining(t *testing.T) {
 	ts := startServer(t, nil)
-	rc := dial(t, ts)
+	rc := testenv.DialRaw(t, ts.addr)
 	h := "Host: x\r\n"
-	rc.send("GET /hello HTTP/1.1\r\n" + h + "\r\n" +
+	rc.Send("GET /hello HTTP/1.1\r\n" + h + "\r\n" +
 		"HEAD /hello HTTP/1.1\r\n" + h + "\r\n" +
 		"GET /redirect HTTP/1.1\r\n" + h + "\r\n" +
 		"GET /hello HTTP/1.1\r\nX-Request-ID: fourth\r\n" + h + "\r\n" +
@@ -411,7 +337,7 @@ func TestPipelining(t *testing.T) {
 		{"GET", 200, "handler GET /after ", true},
 	}
 	for i, w := range want {
-		resp, body := rc.read(w.method)
+		resp, body := rc.Read(w.method)
 		if resp.StatusCode != w.code || body != w.body || (resp.Header.Get("X-Handler") == "yes") != w.handler {
 			t.Errorf("answer %d (%s) = %d %q handler %q, want %d %q handler %v", i, w.method, resp.StatusCode, body,
 				resp.Header.Get("X-Handler"), w.code, w.body, w.handler)
@@ -420,7 +346,7 @@ func TestPipelining(t *testing.T) {
 			t.Errorf("answer 3 has ID %q, want fourth: answers out of order", resp.Header.Get("X-Request-Id"))
 		}
 	}
-	if closed, _ := rc.closed(5 * time.Second); !closed {
+	if closed, _ := rc.Closed(5 * time.Second); !closed {
 		t.Error("connection still open after Connection: close")
 	}
 }
@@ -429,12 +355,12 @@ func TestPipelining(t *testing.T) {
 // fast path.
 func TestSplitHead(t *testing.T) {
 	ts := startServer(t, nil)
-	rc := dial(t, ts)
+	rc := testenv.DialRaw(t, ts.addr)
 	for _, part := range []string{"GET /hel", "lo HTTP/1.1\r\nHo", "st: x\r", "\n", "\r\n"} {
-		rc.send(part)
+		rc.Send(part)
 		time.Sleep(20 * time.Millisecond) // separate reads on the server
 	}
-	resp, body := rc.read("GET")
+	resp, body := rc.Read("GET")
 	if resp.StatusCode != 200 || body != "hello" || resp.Header.Get("X-Handler") != "" {
 		t.Errorf("GET = %d %q (handler %q), want the fast path's hello", resp.StatusCode, body, resp.Header.Get("X-Handler"))
 	}
@@ -444,10 +370,10 @@ func TestSplitHead(t *testing.T) {
 // nothing, and leaves nothing behind.
 func TestClientClosesMidHead(t *testing.T) {
 	ts := startServer(t, nil)
-	rc := dial(t, ts)
-	rc.send("GET /hello HTTP/1.1\r\nHo")
+	rc := testenv.DialRaw(t, ts.addr)
+	rc.Send("GET /hello HTTP/1.1\r\nHo")
 	waitFor(t, "the connection to be served", func() bool { return ts.conns() == 1 })
-	rc.c.Close()
+	rc.C.Close()
 	waitFor(t, "the connection to be gone", func() bool { return ts.conns() == 0 })
 	if n := ts.tr.calls.Load(); n != 0 {
 		t.Errorf("Responder asked %d times", n)
@@ -463,8 +389,8 @@ func TestClientClosesMidHead(t *testing.T) {
 func TestSlowHead(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	ts := startServer(t, func(srv *http.Server) { srv.ReadHeaderTimeout = timeout })
-	rc := dial(t, ts)
-	rc.send("GET /hello HTTP/1.1\r\n")
+	rc := testenv.DialRaw(t, ts.addr)
+	rc.Send("GET /hello HTTP/1.1\r\n")
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -473,13 +399,13 @@ func TestSlowHead(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(50 * time.Millisecond):
-				if _, err := rc.c.Write([]byte("X")); err != nil {
+				if _, err := rc.C.Write([]byte("X")); err != nil {
 					return
 				}
 			}
 		}
 	}()
-	closed, after := rc.closed(5 * time.Second)
+	closed, after := rc.Closed(5 * time.Second)
 	if !closed {
 		t.Fatalf("a head trickled for %v is still read", after)
 	}
@@ -496,10 +422,10 @@ func TestSlowHead(t *testing.T) {
 func TestIdleTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	ts := startServer(t, func(srv *http.Server) { srv.IdleTimeout = timeout })
-	rc := dial(t, ts)
-	rc.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
-	rc.read("GET")
-	closed, after := rc.closed(5 * time.Second)
+	rc := testenv.DialRaw(t, ts.addr)
+	rc.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	rc.Read("GET")
+	closed, after := rc.Closed(5 * time.Second)
 	if !closed || after < timeout-timeout/64-50*time.Millisecond || after > 3*timeout {
 		t.Errorf("closed %v after %v, want closed after about %v", closed, after, timeout)
 	}
@@ -510,9 +436,9 @@ func TestIdleTimeout(t *testing.T) {
 // line.
 func TestResponderMisuse(t *testing.T) {
 	ts := startServer(t, nil)
-	rc := dial(t, ts)
-	rc.send("GET /unended HTTP/1.1\r\nHost: x\r\n\r\n")
-	if closed, _ := rc.closed(5 * time.Second); !closed {
+	rc := testenv.DialRaw(t, ts.addr)
+	rc.Send("GET /unended HTTP/1.1\r\nHost: x\r\n\r\n")
+	if closed, _ := rc.Closed(5 * time.Second); !closed {
 		t.Fatal("connection left open")
 	}
 	waitFor(t, "the log line", func() bool { return strings.Contains(ts.log.String(), "panic in fast path") })
@@ -522,19 +448,19 @@ func TestResponderMisuse(t *testing.T) {
 // waits for an answer in progress, and returns nil.
 func TestShutdown(t *testing.T) {
 	ts := startServer(t, nil)
-	idle, handed, active := dial(t, ts), dial(t, ts), dial(t, ts)
-	idle.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
-	idle.read("GET")
-	handed.send("GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
-	handed.read("GET")
-	active.send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+	idle, handed, active := testenv.DialRaw(t, ts.addr), testenv.DialRaw(t, ts.addr), testenv.DialRaw(t, ts.addr)
+	idle.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	idle.Read("GET")
+	handed.Send("GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+	handed.Read("GET")
+	active.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-ts.tr.entered
 	done := make(chan error, 1)
 	go func() { done <- ts.s.Shutdown(context.Background()) }()
-	if closed, _ := idle.closed(5 * time.Second); !closed {
+	if closed, _ := idle.Closed(5 * time.Second); !closed {
 		t.Error("idle fast-path connection left open")
 	}
-	if closed, _ := handed.closed(5 * time.Second); !closed {
+	if closed, _ := handed.Closed(5 * time.Second); !closed {
 		t.Error("idle handed-off connection left open")
 	}
 	select {
@@ -543,7 +469,7 @@ func TestShutdown(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	close(ts.tr.release)
-	if resp, body := active.read("GET"); resp.StatusCode != 200 || body != "late" {
+	if resp, body := active.Read("GET"); resp.StatusCode != 200 || body != "late" {
 		t.Errorf("the answer in progress = %d %q", resp.StatusCode, body)
 	}
 	if err := <-done; err != nil {
@@ -562,14 +488,14 @@ func TestShutdown(t *testing.T) {
 // so.
 func TestShutdownCutsStragglers(t *testing.T) {
 	ts := startServer(t, nil)
-	active := dial(t, ts)
-	active.send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+	active := testenv.DialRaw(t, ts.addr)
+	active.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-ts.tr.entered
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- ts.s.Shutdown(ctx) }()
-	closed, after := active.closed(5 * time.Second)
+	closed, after := active.Closed(5 * time.Second)
 	if !closed || after > 3*time.Second {
 		t.Errorf("connection closed %v after %v, want closed once the context ended", closed, after)
 	}
