@@ -1,35 +1,15 @@
 package auth
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/lakefed/lakefed/internal/auth/authtest"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // vomsRules are the rules of the VOMS tests: /cms/prod for the
 // production role, /cms/all for anyone of VO cms, /cms/users for group
@@ -47,7 +27,7 @@ var vomsRules = []Rule{
 // the reason logged; the rules grant by VO and FQAN accordingly.
 func TestVOMSProxies(t *testing.T) {
 	v := authtest.NewVOMS(t, testenv.Require(t, "voms-proxy-fake"))
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	a, err := New(context.Background(), Config{CAFile: v.CAFile, VOMSDir: v.VOMSDir, Rules: vomsRules},
 		Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

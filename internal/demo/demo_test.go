@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -248,7 +247,7 @@ func TestBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the benchmark takes about 10 s")
 	}
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	d := start(t, Options{Bench: true, Out: &out, Command: "go run ./cmd/lakefed"})
 	select {
 	case <-d.BenchDone():
@@ -317,23 +316,4 @@ func TestDashboardMounted(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /uix/demo/README.txt = %s, want the federator's 404 (only /ui and /ui/... are the dashboard's)", resp.Status)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the demo's goroutines to write
-// while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

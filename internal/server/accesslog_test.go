@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ func TestRequestIDThroughFederator(t *testing.T) {
 	fresh := regexp.MustCompile(`^[0-9a-f]{16}$`)
 	for _, format := range []string{logging.Text, logging.JSON} {
 		t.Run(format, func(t *testing.T) {
-			var buf syncBuffer
+			var buf testenv.SyncBuffer
 			log, err := logging.New(&buf, format, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -120,22 +119,4 @@ func TestRequestIDThroughFederator(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the servers' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

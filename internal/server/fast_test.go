@@ -75,7 +75,7 @@ func dialFed(t *testing.T, fed *servertest.Fed) (net.Conn, *bufio.Reader) {
 // request ID, and an access log line as the handler's; the operator's
 // pages are still behind their gate.
 func TestFrontFastPath(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	log, err := logging.New(&buf, logging.JSON, nil)
 	if err != nil {
 		t.Fatal(err)

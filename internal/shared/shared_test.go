@@ -232,30 +232,12 @@ func TestRestoredEntryNotServed(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log the test reads while the client writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A member that finds Redis gone through a command of its own, before
 // its heartbeat does (a write's invalidation, as a federator cut off
 // from Redis finds it), says so in its log, once.
 func TestDegradedSaysSo(t *testing.T) {
 	r := testenv.StartRedis(t)
-	var log lockedBuffer
+	var log testenv.SyncBuffer
 	// The write below comes before the next heartbeat (a second away)
 	// but by a chance of a few microseconds.
 	m := startMemberLog(t, r.URL, "a", 3*time.Second, slog.New(slog.NewTextHandler(&log, nil)))

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -359,7 +357,7 @@ func TestFastPathSplitHead(t *testing.T) {
 // TestFastPathMetricsAndLog: fast answers are counted and logged like the
 // handler's.
 func TestFastPathMetricsAndLog(t *testing.T) {
-	var logBuf syncBuffer
+	var logBuf testenv.SyncBuffer
 	s, err := New(Config{Root: t.TempDir(), AccessLog: true}, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -432,22 +430,4 @@ func TestFastPathShutdown(t *testing.T) {
 	if !slow.EOF() {
 		t.Error("idle handed-off connection left open")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

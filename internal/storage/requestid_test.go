@@ -38,7 +38,7 @@ func TestRequestIDLogged(t *testing.T) {
 	}
 	for _, format := range []string{logging.Text, logging.JSON} {
 		t.Run(format, func(t *testing.T) {
-			var logBuf syncBuffer
+			var logBuf testenv.SyncBuffer
 			log, err := logging.New(&logBuf, format, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"bytes"
+	"sync"
 	"testing"
 	"time"
 )
@@ -37,4 +39,24 @@ func Within(within time.Duration, cond func() bool) bool {
 		wait = min(2*wait, 10*time.Millisecond)
 	}
 	return true
+}
+
+// SyncBuffer is a buffer that a test reads while servers' goroutines
+// write to it (a log, a process's output).
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

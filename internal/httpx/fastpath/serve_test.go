@@ -2,7 +2,6 @@ package fastpath
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,14 +66,14 @@ type testServer struct {
 	tr       *testResponder
 	addr     string
 	handled  atomic.Int64
-	log      *syncBuffer
+	log      *testenv.SyncBuffer
 	serveErr chan error
 }
 
 func startServer(t *testing.T, configure func(*http.Server)) *testServer {
 	t.Helper()
 	ts := &testServer{tr: &testResponder{entered: make(chan struct{}, 4), release: make(chan struct{})},
-		log: &syncBuffer{}, serveErr: make(chan error, 1)}
+		log: &testenv.SyncBuffer{}, serveErr: make(chan error, 1)}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ts.handled.Add(1)
@@ -372,9 +370,9 @@ func TestClientClosesMidHead(t *testing.T) {
 	ts := startServer(t, nil)
 	rc := testenv.DialRaw(t, ts.addr)
 	rc.Send("GET /hello HTTP/1.1\r\nHo")
-	waitFor(t, "the connection to be served", func() bool { return ts.conns() == 1 })
+	testenv.Eventually(t, 5*time.Second, "the connection to be served", func() bool { return ts.conns() == 1 })
 	rc.C.Close()
-	waitFor(t, "the connection to be gone", func() bool { return ts.conns() == 0 })
+	testenv.Eventually(t, 5*time.Second, "the connection to be gone", func() bool { return ts.conns() == 0 })
 	if n := ts.tr.calls.Load(); n != 0 {
 		t.Errorf("Responder asked %d times", n)
 	}
@@ -441,7 +439,7 @@ func TestResponderMisuse(t *testing.T) {
 	if closed, _ := rc.Closed(5 * time.Second); !closed {
 		t.Fatal("connection left open")
 	}
-	waitFor(t, "the log line", func() bool { return strings.Contains(ts.log.String(), "panic in fast path") })
+	testenv.Eventually(t, 5*time.Second, "the log line", func() bool { return strings.Contains(ts.log.String(), "panic in fast path") })
 }
 
 // TestShutdown: Shutdown closes idle connections of both paths at once,
@@ -530,34 +528,4 @@ func TestServeUntilCancelled(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Serve = %v after cancel, want nil", err)
 	}
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
