@@ -90,6 +90,9 @@ func TestCheckerFindsEach(t *testing.T) {
 		{"a timeout on another node than the one cut off",
 			h(Op{Kind: FaultOp, Client: -1, Node: "fed-2", Fault: "partition", Target: "fed-2", Start: 0, End: int64(5 * time.Second), OK: true},
 				Op{Kind: Get, Node: "fed-1", Start: int64(time.Second), End: int64(1500 * time.Millisecond), ErrKind: "timeout"}), UndeclaredErr, 1},
+		{"too slow beyond the time its node was cut off",
+			h(Op{Kind: FaultOp, Client: -1, Node: "fed-2", Fault: "partition", Target: "fed-2", Start: 0, End: int64(time.Second), OK: true},
+				Op{Kind: Put, Node: "fed-2", Version: 1, Start: int64(500 * time.Millisecond), End: int64(2600 * time.Millisecond), Status: 503, ErrKind: "503"}), TooSlow, 1},
 		{"orphaned spool files",
 			h(Op{Kind: Inspect, Client: -1, Node: "buffer", Leftovers: []string{"data/17"}}), OrphanLeftover, 0},
 	}
@@ -131,6 +134,10 @@ func TestCheckerLegal(t *testing.T) {
 		{"a request to a node cut off times out",
 			h(Op{Kind: FaultOp, Client: -1, Node: "fed-2", Fault: "partition", Target: "fed-2", Start: 0, End: int64(5 * time.Second), OK: true},
 				Op{Kind: Put, Node: "fed-2", Version: 1, Start: int64(time.Second), End: int64(61 * time.Second), ErrKind: "timeout"})},
+		{"an error answered late from a node cut off part of the time, within the bound without that time",
+			h(Op{Kind: FaultOp, Client: -1, Node: "fed-2", Fault: "partition", Target: "fed-2", Start: 0, End: int64(time.Second), OK: true},
+				Op{Kind: FaultOp, Client: -1, Node: "fed-2", Fault: "partition", Target: "fed-2", Start: int64(2 * time.Second), End: int64(3 * time.Second), OK: true},
+				Op{Kind: Put, Node: "fed-2", Version: 1, Start: int64(500 * time.Millisecond), End: int64(2900 * time.Millisecond), Status: 503, ErrKind: "503"})},
 		{"an empty inspection",
 			h(Op{Kind: Inspect, Client: -1, Node: "cache-0"})},
 	}
