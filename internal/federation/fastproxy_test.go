@@ -8,10 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // realFastPair is startFastPair over storage-role sites, priority in
@@ -246,5 +250,48 @@ func TestFastPathProxyNoReplicaOpens(t *testing.T) {
 	handler := exchange(t, fp.handler, "GET", req)
 	if fast.String() != handler.String() || !strings.HasPrefix(fast.status, "HTTP/1.1 503 ") || !strings.Contains(fast.String(), "Retry-After: ") {
 		t.Errorf("answer:\n%s\nhandler's:\n%s", fast, handler)
+	}
+}
+
+// TestFastPathWeakReplicaRestartedNeverSpliced is
+// TestRealWeakReplicaRestartedNeverSpliced on the fast path, where the
+// bytes from nginx are spliced: bytes spliced count as sent, so the
+// restarted nginx, whose file nothing proves the same, is not resumed.
+func TestFastPathWeakReplicaRestartedNeverSpliced(t *testing.T) {
+	ng := testenv.StartNginx(t)
+	const size = 256 << 20 // more than loopback buffers hold (see replicaPair)
+	va, vb := randData(size, 48), randData(size, 49)
+	if err := os.WriteFile(filepath.Join(ng.Dir, "f"), va, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replace := replaceKeepingTime(t, ng.Dir, "f", vb)
+	fp := startFastPair(t, cfgYAML("mode: proxy\nproxy_idle_timeout: 20s\n"+slowHealth,
+		fmt.Sprintf("name: ng\nurl: %s\ntimeout: 2s", ng.URL)))
+	exchange(t, fp.handler, "HEAD", "HEAD /f HTTP/1.1\r\nHost: fed\r\n\r\n")
+	fc := dialFast(t, fp.fast, true)
+	resp := fc.get("/f")
+	if resp.StatusCode != 200 || resp.Header.Get("Etag") == "" {
+		t.Fatalf("GET = %d, ETag %q", resp.StatusCode, resp.Header.Get("Etag"))
+	}
+	head := make([]byte, 1<<20)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	if fp.spliced(t) == 0 {
+		t.Fatal("nothing spliced: the test does not test the splice path")
+	}
+	ng.Kill()
+	replace()
+	ng.Restart(t)
+	rest, err := io.ReadAll(resp.Body)
+	got := append(head, rest...)
+	if !bytes.Equal(got, va[:min(len(got), len(va))]) {
+		t.Fatalf("%d bytes received are not a prefix of the file first served: the federator resumed on the replaced file (spliced)", len(got))
+	}
+	if err == nil {
+		t.Fatalf("read all %d bytes without error, but the server died before sending them and nothing proves it came back with the same file", len(got))
+	}
+	if !fc.closed() {
+		t.Error("the connection stays open after a short body")
 	}
 }
