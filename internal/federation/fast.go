@@ -128,6 +128,7 @@ func (fr fastResponder) proxied(a *fastpath.Answer, req *fastpath.Request) (answ
 		if v := recover(); v != nil && v != http.ErrAbortHandler {
 			panic(v)
 		}
+		w.End() // final status and bytes for the access log
 	}()
 	answered = true
 	f.serveNamespace(w, req.HTTPRequest(ctx))

@@ -193,7 +193,7 @@ func (c *conn) respond() bool {
 	}
 	ok := s.resp.Respond(&c.ans, &c.req)
 	if ok && c.ans.w != nil {
-		c.ans.w.end() // the handler returned: its answer ends, as in net/http
+		c.ans.w.End() // the handler returned: its answer ends, as in net/http
 	}
 	if ok != c.ans.ended {
 		// Ended but declined: the answer is in the buffer and cannot be

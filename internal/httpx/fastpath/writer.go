@@ -38,6 +38,7 @@ type Writer struct {
 	length int64  // the body's Content-Length; -1 while unknown
 	held   []byte // body bytes held while the length is unknown
 	sent   bool   // the head is in the write buffer
+	ended  bool   // End was called
 	err    error  // the first write error; the answer is broken
 }
 
@@ -245,11 +246,18 @@ func (w *Writer) sendHead(open bool, first []byte) {
 	}
 }
 
-// end completes the answer when the Responder returns: the status and
-// the head if none was sent (200; the held body with its length), and a
-// body short of its Content-Length breaks the connection.
-func (w *Writer) end() {
+// End completes the answer, as net/http does when the handler returns:
+// the status and the head if none was sent (200; the held body with its
+// length), and a body short of its Content-Length breaks the
+// connection. The fast path calls it when the Responder returns; a
+// Responder calls it first when it needs the answer's final StatusCode
+// and Sent (an access log). Later calls do nothing.
+func (w *Writer) End() {
 	a := w.a
+	if w.ended {
+		return
+	}
+	w.ended = true
 	if a.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
