@@ -1,21 +1,33 @@
 package federation
 
-// The federator's answers on the fast path (package fastpath): the two
-// answers of the hot path, from warm metadata, with no look-up.
+// The federator's answers on the fast path (package fastpath): the
+// answers of the hot path, from warm metadata.
 //
 //   - A GET of a file whose entry is in the metadata cache (fresh, and
 //     trusted: f.trusted), whose best-ranked replica can be redirected to:
 //     302 with Location and Link.
 //   - A HEAD of such a file (any replica, redirectable or not): 200 with
 //     the metadata's headers (writeHead's) and Link.
+//   - A GET of such a file whose best-ranked replica is proxied (mode:
+//     proxy, or a replica the client cannot be sent to): the handler
+//     itself (serveNamespace) answers it, through the fast path's
+//     http.ResponseWriter (fastpath.Writer), so the proxy's rules have
+//     one home (proxy, httpx.ServeContent): no status before a replica
+//     confirmed the version, a fresh look-up when it changed, failover
+//     only to proven bytes, 503 when no replica opens, an aborted
+//     transfer when the read breaks. What the fast path adds is the
+//     copy: a replica read that can splice (a plain-HTTP replica on a
+//     connection of its own, endpoint.WithSplice) moves the bytes socket
+//     to socket by splice(2) (failoverReader.spliceTo), never through
+//     the federator's memory.
 //
 // Each is the handler's answer byte for byte but for Date: the same rank,
-// refreshURLs, linkValue and headFields make it, and the same counters
-// (metadata cache hits, redirects by endpoint) count it. Everything else
-// is declined and the handler answers it: a cold or untrusted entry (a
-// look-up is needed), a directory, a missing path, no usable replica, a
-// best replica to proxy from, a path that is not clean, the control
-// paths (/metrics, /api/...), a Metalink asked for in Accept. What
+// refreshURLs, linkValue and headFields make the first two, and the same
+// counters (metadata cache hits, redirects by endpoint, answers) count
+// them. Everything else is declined and the handler answers it: a cold
+// or untrusted entry (a look-up is needed), a directory, a missing path,
+// no usable replica, a path that is not clean, the control paths
+// (/metrics, /api/...), a Metalink asked for in Accept. What
 // fastpath itself never offers (a query, so no lakefed.site nor
 // ?metalink; X-Lakefed-Debug; a conditional; Range; Want-Digest; the
 // hop header; credentials) is the rest of what the handler reads.
@@ -30,9 +42,11 @@ package federation
 // reads) lets the fast path answer at all, and records the access log.
 
 import (
+	"context"
 	"net/http"
 	"time"
 
+	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx/fastpath"
 )
 
@@ -77,7 +91,7 @@ func (fr fastResponder) Respond(a *fastpath.Answer, req *fastpath.Request) bool 
 	}
 	best := rk[0].r
 	if !best.redirectable() {
-		return false // proxied
+		return fr.proxied(a, req)
 	}
 	f.m.hits.Inc()
 	best.m.mm.redirects.Inc()
@@ -90,4 +104,33 @@ func (fr fastResponder) Respond(a *fastpath.Answer, req *fastpath.Request) bool 
 	f.m.fast.Inc()
 	f.m.countAnswer(http.MethodGet, http.StatusFound)
 	return true
+}
+
+// proxied answers a warm GET to proxy with the handler's own code
+// (serveNamespace: the look-up, a cache hit, the ranking, proxy) through
+// the fast path's Writer, and always answers: a replica that changed
+// since the look-up gets a fresh one there, as on net/http. The read may
+// splice when the client's connection is TCP: only then does it ask
+// replicas for connections of their own (endpoint.WithSplice). An
+// aborted answer (http.ErrAbortHandler, the read broke mid-body) is
+// answered too: the Writer's body is short of its Content-Length, and
+// the fast path closes the connection after it.
+func (fr fastResponder) proxied(a *fastpath.Answer, req *fastpath.Request) (answered bool) {
+	f := fr.f
+	w := a.Writer()
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	if w.Spliceable() {
+		ctx = endpoint.WithSplice(ctx)
+	}
+	f.m.fast.Inc()
+	defer func() {
+		if v := recover(); v != nil && v != http.ErrAbortHandler {
+			panic(v)
+		}
+		w.End() // final status and bytes for the access log
+	}()
+	answered = true
+	f.serveNamespace(w, req.HTTPRequest(ctx))
+	return answered
 }

@@ -153,7 +153,7 @@ func TestFastPathMatchesHandler(t *testing.T) {
 		{"warm GET, HTTP/1.0 keep-alive", "GET", "GET /atlas/f.root HTTP/1.0\r\nConnection: keep-alive\r\n" + id + "\r\n", true},
 		{"warm HEAD, HTTP/1.0", "HEAD", "HEAD /atlas/f.root HTTP/1.0\r\n" + id + "\r\n", true},
 		{"warm HEAD of a proxied file", "HEAD", "HEAD /px/f HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
-		{"warm GET of a proxied file", "GET", "GET /px/f HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"warm GET of a proxied file", "GET", "GET /px/f HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"query", "GET", "GET /atlas/f.root?x=1 HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
 		{"pinned site", "GET", "GET /atlas/f.root?lakefed.site=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
 		{"metalink query", "GET", "GET /atlas/f.root?metalink HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},

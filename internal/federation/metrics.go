@@ -13,6 +13,9 @@ type metrics struct {
 	misses    prometheus.Counter
 	redirects *prometheus.CounterVec
 	proxied   *prometheus.CounterVec
+	// spliced: proxied bytes moved socket to socket by splice(2), a
+	// part of proxied.
+	spliced   prometheus.Counter
 	up        *prometheus.GaugeVec
 	changes   *prometheus.CounterVec
 	errors    *prometheus.CounterVec
@@ -61,6 +64,8 @@ func newMetrics() *metrics {
 			Help: "Clients redirected, by endpoint."}, []string{"endpoint"}),
 		proxied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "proxied_bytes_total",
 			Help: "Bytes streamed through the federator, by endpoint."}, []string{"endpoint"}),
+		spliced: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "spliced_bytes_total",
+			Help: "Proxied bytes moved from a replica's socket to the client's by splice(2), without a copy through the federator's memory (also counted in proxied_bytes_total)."}),
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "endpoint_up",
 			Help: "1 when the endpoint is up, 0 when down."}, []string{"endpoint"}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "endpoint_state_changes_total",
@@ -88,7 +93,7 @@ func newMetrics() *metrics {
 	m.locFound = m.locates.WithLabelValues("found")
 	m.locMissing = m.locates.WithLabelValues("notfound")
 	m.locUnavail = m.locates.WithLabelValues("unavailable")
-	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers, m.sharedHits, m.fast)
+	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.spliced, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers, m.sharedHits, m.fast)
 	return m
 }
 

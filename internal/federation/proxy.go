@@ -366,11 +366,27 @@ func (fr *failoverReader) seek(rg httpx.Range) error {
 }
 
 // copyTo copies what is left of the current range to w and reports
-// whether all of it was sent.
+// whether all of it was sent: by splice(2), socket to socket, while the
+// replica read can splice and w can take it (spliceTo), else through a
+// buffer.
 func (fr *failoverReader) copyTo(w io.Writer) bool {
 	want := fr.left
 	if want == 0 {
 		return true
+	}
+	var n int64
+	if sw, ok := spliceDst(w); ok {
+		m, err := fr.spliceTo(sw)
+		n += m
+		if err != nil {
+			if fr.ctx.Err() == nil {
+				fr.f.log.WarnContext(fr.ctx, "proxy read failed", "endpoint", fr.served.m.name, "bytes", n, "err", err)
+			}
+			return false
+		}
+		if fr.left == 0 {
+			return n == want
+		}
 	}
 	// writerOnly hides http.ResponseWriter's ReadFrom, which would copy
 	// through a 32 KiB buffer (net.TCPConn cannot splice from an endpoint's
@@ -379,12 +395,62 @@ func (fr *failoverReader) copyTo(w io.Writer) bool {
 	// each Read to a goroutine) pays that cost per copyBufSize, not per
 	// 32 KiB.
 	bp := copyBufs.Get().(*[]byte)
-	n, err := io.CopyBuffer(writerOnly{w}, fr, *bp)
+	m, err := io.CopyBuffer(writerOnly{w}, fr, *bp)
 	copyBufs.Put(bp)
+	n += m
 	if err != nil && fr.ctx.Err() == nil {
 		fr.f.log.WarnContext(fr.ctx, "proxy read failed", "endpoint", fr.served.m.name, "bytes", n, "err", err)
 	}
 	return err == nil && n == want
+}
+
+// spliceWriter is a destination that can take body bytes by splice(2):
+// the fast path's Writer (fastpath.Writer).
+type spliceWriter interface {
+	Spliceable() bool
+	Splice(move func(dst *net.TCPConn, limit int64) (int64, error)) (int64, error)
+}
+
+// spliceDst returns w as a spliceWriter, looking through the Meter that
+// counts the answer (it passes every byte on unchanged); nothing else is
+// looked through, since a writer that changes the bytes (a multipart
+// part) must see them.
+func spliceDst(w io.Writer) (spliceWriter, bool) {
+	if m, ok := w.(*httpx.Meter); ok {
+		w = m.ResponseWriter
+	}
+	sw, ok := w.(spliceWriter)
+	return sw, ok && sw.Spliceable()
+}
+
+// spliceTo moves what is left of the range to sw's connection with
+// splice(2) (Ready and SpliceTo, failing over as Read does) until it is
+// all sent, or the read can no longer splice (a replica that cannot:
+// the rest goes through Read), or it fails. A failed SpliceTo ends the
+// answer: its bytes may have left the replica's socket without reaching
+// the client's.
+func (fr *failoverReader) spliceTo(sw spliceWriter) (int64, error) {
+	var sent int64
+	for fr.left > 0 {
+		n, err := fr.Ready()
+		if errors.Is(err, endpoint.ErrNoSplice) {
+			return sent, nil
+		}
+		if err != nil {
+			return sent, err
+		}
+		m, err := sw.Splice(func(dst *net.TCPConn, limit int64) (int64, error) {
+			return fr.SpliceTo(dst, min(n, limit))
+		})
+		sent += m
+		if err != nil {
+			return sent, err
+		}
+		if m == 0 {
+			return sent, io.ErrShortWrite // the answer has no room left: never spin
+		}
+	}
+	return sent, nil
 }
 
 func (fr *failoverReader) Read(p []byte) (int, error) {
@@ -481,7 +547,9 @@ func (fr *failoverReader) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
 	m, err := fr.cur.SpliceTo(dst, min(n, fr.left))
 	fr.off += m
 	fr.left -= m
+	fr.sent += m // sent as Read's are: a later read must be proven to join them
 	fr.cur.rep.m.mm.proxied.Add(float64(m))
+	fr.f.m.spliced.Add(float64(m))
 	if m > 0 {
 		fr.fails, fr.retryUntil = 0, time.Time{}
 	}

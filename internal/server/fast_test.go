@@ -197,3 +197,58 @@ func TestFrontFastPathOff(t *testing.T) {
 		})
 	}
 }
+
+// TestFrontFastPathProxied: in proxy mode a warm GET is answered on the
+// fast path with the file's bytes, the client's request ID and an access
+// log line with the bytes sent, and the connection goes on after it.
+func TestFrontFastPathProxied(t *testing.T) {
+	var buf syncBuffer
+	log, err := logging.New(&buf, logging.JSON, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed := servertest.Start(t, servertest.Options{Log: log, Configure: func(c *config.Config) {
+		c.AccessLog = true
+		c.Federation.Mode = "proxy"
+	}})
+	data := strings.Repeat("0123456789", 300_000)
+	if err := os.WriteFile(filepath.Join(fed.Sites[0].Dir, "f"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, br := dialFed(t, fed)
+	rawGet(t, c, br, "GET", "/f", "") // cold: the handler's, and the connection with it
+	before := fastAnswers(t, fed)
+	c, br = dialFed(t, fed)
+	for _, id := range []string{"proxied-1", "proxied-2"} {
+		if _, err := io.WriteString(c, "GET /f HTTP/1.1\r\nHost: fed\r\nX-Request-ID: "+id+"\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || err != nil || string(body) != data || resp.Header.Get("X-Request-Id") != id {
+			t.Fatalf("%s: GET = %d, %d bytes, %v, ID %q", id, resp.StatusCode, len(body), err, resp.Header.Get("X-Request-Id"))
+		}
+	}
+	if n := fastAnswers(t, fed) - before; n != 2 {
+		t.Errorf("fast path answered %v requests, want 2", n)
+	}
+	var line logtest.Line
+	if !testenv.Within(10*time.Second, func() bool {
+		lines, _ := logtest.Parse(buf.String())
+		for _, l := range lines {
+			if l[logging.RequestIDKey] == "proxied-2" && l["msg"] == "request" {
+				line = l
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("no access log line for proxied-2:\n%.3000s", buf.String())
+	}
+	if line["method"] != "GET" || line["path"] != "/f" || line["status"] != "200" || line["bytes"] != strconv.Itoa(len(data)) {
+		t.Errorf("access log line %v, want GET /f 200 of %d bytes", line, len(data))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -61,6 +62,36 @@ func (r *Request) Context() context.Context {
 	return httpx.WithRequestID(context.Background(), r.ID())
 }
 
+// HTTPRequest is the request as net/http would give it to a handler,
+// for a Responder that answers with a handler's code (Answer.Writer),
+// with ctx as its context: the method, the target as URL.Path and
+// RequestURI, the version, Host, RemoteAddr, Close, and those of the
+// few headers the fast path lets through that a handler may read
+// (Accept, the client's X-Request-Id). It is made on each call.
+func (r *Request) HTTPRequest(ctx context.Context) *http.Request {
+	target := string(r.Target)
+	hr := &http.Request{
+		Method:     r.Method(),
+		URL:        &url.URL{Path: target},
+		RequestURI: target,
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:     http.Header{},
+		Host:       string(r.Host),
+		RemoteAddr: r.RemoteAddr(),
+		Close:      r.close || r.http10 && !r.keep,
+	}
+	if r.http10 {
+		hr.Proto, hr.ProtoMinor = "HTTP/1.0", 0
+	}
+	if r.Accept != nil {
+		hr.Header["Accept"] = []string{string(r.Accept)}
+	}
+	if r.sentID != nil {
+		hr.Header[httpx.RequestIDHeader] = []string{string(r.sentID)}
+	}
+	return hr.WithContext(ctx)
+}
+
 // Answer is how a Responder answers: Status, then the headers, then one
 // of End, Body or File, which add the headers every answer carries (Date,
 // Content-Length as net/http would send it, X-Request-Id, Connection) and
@@ -72,8 +103,9 @@ type Answer struct {
 	status int
 	sent   int64
 	ended  bool
-	keep   bool // the connection stays open
-	broken bool // a body went out short
+	keep   bool    // the connection stays open
+	broken bool    // a body went out short
+	w      *Writer // the Writer answering, if the Responder took it
 }
 
 // Status starts the answer with its status line, dropping whatever was
@@ -173,35 +205,9 @@ func (a *Answer) Sent() int64 { return a.sent }
 // end completes the head with length (< 0: no Content-Length) and the
 // headers every answer carries, and sends it with the body.
 func (a *Answer) end(length int64, body []byte, f *os.File) {
-	a.mustStart()
+	b := a.finishHead(length, false)
 	c := a.c
-	req := &c.req
-	b := a.b
-	b = append(b, "Date: "...)
-	b = append(b, c.s.httpDate(time.Now())...)
-	b = append(b, "\r\n"...)
-	if length >= 0 {
-		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, length, 10)
-		b = append(b, "\r\n"...)
-	}
-	b = append(b, httpx.RequestIDHeader+": "...)
-	b = append(b, c.id[:c.idLen]...)
-	b = append(b, "\r\n"...)
-	// Persistence (RFC 9112 §9.3): an HTTP/1.1 connection stays open
-	// unless the client said close, and is told when it does not; an
-	// HTTP/1.0 one closes unless the client asked to keep it, and is
-	// then told it is kept (RFC 9112 Appendix C.2.2), as net/http does.
-	a.keep = !req.close && (!req.http10 || req.keep)
-	switch {
-	case req.http10 && a.keep:
-		b = append(b, "Connection: keep-alive\r\n"...)
-	case !req.http10 && !a.keep:
-		b = append(b, "Connection: close\r\n"...)
-	}
-	b = append(b, "\r\n"...)
-	a.ended = true
-	if req.Head {
+	if c.req.Head {
 		// The answer stays in the buffer until the connection would
 		// wait for the client (serve flushes then), so that pipelined
 		// answers share one write.
@@ -227,6 +233,43 @@ func (a *Answer) end(length int64, body []byte, f *os.File) {
 	if err != nil || a.sent != length {
 		a.broken = true
 	}
+}
+
+// finishHead completes the head with length (< 0: no Content-Length)
+// and the headers every answer carries, marks the answer ended and
+// returns the head; closing: the connection closes after the answer
+// whatever the request asked (a body without a length, which only the
+// connection's end delimits, RFC 9112 §6.3).
+func (a *Answer) finishHead(length int64, closing bool) []byte {
+	a.mustStart()
+	c := a.c
+	req := &c.req
+	b := a.b
+	b = append(b, "Date: "...)
+	b = append(b, c.s.httpDate(time.Now())...)
+	b = append(b, "\r\n"...)
+	if length >= 0 {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, length, 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, httpx.RequestIDHeader+": "...)
+	b = append(b, c.id[:c.idLen]...)
+	b = append(b, "\r\n"...)
+	// Persistence (RFC 9112 §9.3): an HTTP/1.1 connection stays open
+	// unless the client said close, and is told when it does not; an
+	// HTTP/1.0 one closes unless the client asked to keep it, and is
+	// then told it is kept (RFC 9112 Appendix C.2.2), as net/http does.
+	a.keep = !closing && !req.close && (!req.http10 || req.keep)
+	switch {
+	case req.http10 && a.keep:
+		b = append(b, "Connection: keep-alive\r\n"...)
+	case !req.http10 && !a.keep:
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	a.ended = true
+	return b
 }
 
 // mustStart panics when Status was not called: a head without a status

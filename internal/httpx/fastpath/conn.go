@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"runtime/debug"
 	"sync/atomic"
@@ -32,6 +33,7 @@ type conn struct {
 	// The request being answered and its answer, reused.
 	req Request
 	ans Answer
+	w   Writer // ans's, when the Responder asks for it
 
 	// id is the request ID answered (httpx.AppendRequestID's choice),
 	// made before Respond so that the Responder may log it.
@@ -57,8 +59,15 @@ func (c *conn) serve() {
 	c.bw.Reset(c.c)
 	handedOff := false
 	defer func() {
+		// A panic ends the connection, with what is buffered sent first
+		// (answers before it, the head and body begun), as net/http
+		// does: the client sees the answer cut. http.ErrAbortHandler
+		// aborts an answer quietly, as there.
 		if v := recover(); v != nil {
-			s.log.Error("panic in fast path", "err", v, "stack", string(debug.Stack()))
+			if v != http.ErrAbortHandler {
+				s.log.Error("panic in fast path", "err", v, "stack", string(debug.Stack()))
+			}
+			c.bw.Flush()
 		}
 		c.bw.Reset(nil)
 		s.writers.Put(c.bw)
@@ -93,7 +102,10 @@ func (c *conn) serve() {
 		}
 		c.br.Discard(n)
 		if c.ans.broken {
-			return // a body went out short: the client must see the connection end
+			// A body went out short: the client gets what there is,
+			// and must then see the connection end.
+			c.bw.Flush()
+			return
 		}
 		if !c.ans.keep {
 			c.closeWrite()
@@ -180,6 +192,9 @@ func (c *conn) respond() bool {
 		c.c.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	}
 	ok := s.resp.Respond(&c.ans, &c.req)
+	if ok && c.ans.w != nil {
+		c.ans.w.End() // the handler returned: its answer ends, as in net/http
+	}
 	if ok != c.ans.ended {
 		// Ended but declined: the answer is in the buffer and cannot be
 		// handed off. Answered without an end: nothing framed it.

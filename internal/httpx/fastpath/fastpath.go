@@ -25,6 +25,12 @@
 // answer, limit (431, 413, 400) and other method stays with the tested
 // handler.
 //
+// A Responder answers with Answer's calls (a status, headers, then End,
+// Body or File), or, for an answer made by a handler's own code (the
+// federator's proxied reads, through httpx.ServeContent), through
+// Answer.Writer, an http.ResponseWriter over the connection whose body
+// may also be moved by splice(2) (Writer.Splice).
+//
 // What the loop does for every answer, as net/http does it: the Date
 // header; the request ID (X-Request-Id: the client's when sane, else a
 // fresh one, chosen by httpx.AppendRequestID as httpx.TagRequest
@@ -83,10 +89,10 @@ type Options struct {
 
 // Responder answers the plain requests of a Server.
 type Responder interface {
-	// Respond answers req through a and returns true, or returns false
-	// having ended nothing (a.End, a.Body or a.File not called), and
-	// the request, with the rest of the connection, goes to the
-	// http.Server. It is called from the connection's goroutine, one
+	// Respond answers req through a (or a.Writer) and returns true, or
+	// returns false having ended nothing (a.End, a.Body or a.File not
+	// called, nothing written through a.Writer), and the request, with
+	// the rest of the connection, goes to the http.Server. It is called from the connection's goroutine, one
 	// request at a time per connection; req and a are valid only during
 	// the call.
 	Respond(a *Answer, req *Request) bool
