@@ -202,7 +202,7 @@ func TestFrontFastPathOff(t *testing.T) {
 // fast path with the file's bytes, the client's request ID and an access
 // log line with the bytes sent, and the connection goes on after it.
 func TestFrontFastPathProxied(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	log, err := logging.New(&buf, logging.JSON, nil)
 	if err != nil {
 		t.Fatal(err)

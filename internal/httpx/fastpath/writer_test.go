@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // writerHandlers are handlers run both by net/http and through the fast
@@ -231,9 +233,9 @@ func TestWriterFraming(t *testing.T) {
 		{"/splice", "0123456789", false, false},
 		{"/length", "hello world", false, false},
 	} {
-		rc := dial(t, ts)
-		rc.send("GET " + tc.target + " HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := http.ReadResponse(rc.br, &http.Request{Method: "GET"})
+		rc := testenv.DialRaw(t, ts.addr)
+		rc.Send("GET " + tc.target + " HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(rc.BR, &http.Request{Method: "GET"})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.target, err)
 		}
@@ -245,19 +247,19 @@ func TestWriterFraming(t *testing.T) {
 			t.Errorf("%s: Content-Length %d, close %v; want a body to the connection's end", tc.target, resp.ContentLength, resp.Close)
 		}
 		if tc.broken || tc.closes {
-			if closed, _ := rc.closed(5 * time.Second); !closed {
+			if closed, _ := rc.Closed(5 * time.Second); !closed {
 				t.Errorf("%s: connection left open", tc.target)
 			}
 			continue
 		}
-		rc.send("GET /length HTTP/1.1\r\nHost: x\r\n\r\n")
-		if resp, body := rc.read("GET"); resp.StatusCode != 200 || body != "hello world" {
+		rc.Send("GET /length HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, body := rc.Read("GET"); resp.StatusCode != 200 || body != "hello world" {
 			t.Errorf("%s: the next answer on the connection = %d %q", tc.target, resp.StatusCode, body)
 		}
 	}
-	rc := dial(t, ts)
-	rc.send("GET /declined HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp, body := rc.read("GET"); body != "handed off" || resp.Header.Get("X-Begun") != "" {
+	rc := testenv.DialRaw(t, ts.addr)
+	rc.Send("GET /declined HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, body := rc.Read("GET"); body != "handed off" || resp.Header.Get("X-Begun") != "" {
 		t.Errorf("declined: %q, X-Begun %q; want the handler's answer alone", body, resp.Header.Get("X-Begun"))
 	}
 }
