@@ -128,6 +128,25 @@ func (s *Server) guard(h http.Handler, exists auth.ExistsFunc) http.Handler {
 	return s.auth.Middleware(h, exists)
 }
 
+// guardSite is guard for a storage site: its metrics page (GET and HEAD
+// of metricsPath, "" for none) is an operator page, as on the
+// federator's and the cache's listeners, and every other request is
+// under the auth rules. Under the rules, Prometheus needed a grant of
+// its own on every site, or LakefedDown fired for the site.
+func (s *Server) guardSite(h http.Handler, root, metricsPath string) http.Handler {
+	guarded, operator := s.guard(h, existsUnder(root)), s.operatorGate(h)
+	if metricsPath == "" {
+		return guarded
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == metricsPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			operator.ServeHTTP(w, r)
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
+}
+
 // existsUnder says whether a path exists below a storage root.
 func existsUnder(root string) auth.ExistsFunc {
 	return func(_ context.Context, p string) (bool, error) {

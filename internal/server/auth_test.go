@@ -288,6 +288,49 @@ func TestOperatorAPIsListOnlyListable(t *testing.T) {
 	}
 }
 
+// A storage site's /metrics is an operator page, as the federator's is:
+// open to the operator's networks (loopback by default) whatever the
+// auth rules say of the namespace, and the rules still hold everywhere
+// else on the site.
+func TestSiteMetricsAreAnOperatorPage(t *testing.T) {
+	cfg := &config.Config{Auth: &config.Auth{Rules: []config.Rule{{Prefix: "/private", Anonymous: []string{"read"}}}}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Storage = []config.Storage{{Listen: ln.Addr().String(), Root: t.TempDir()}}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(context.Background(), cfg, server.Options{Listeners: map[string]net.Listener{ln.Addr().String(): ln},
+		Log: slog.New(slog.DiscardHandler), Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	site := srv.Sites()[0].URL
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodGet, "metrics", http.StatusOK},         // an operator page, from loopback
+		{http.MethodHead, "metrics", http.StatusOK},        // the same
+		{http.MethodGet, "other", http.StatusUnauthorized}, // no rule grants it: the rules hold
+		{http.MethodPut, "metrics", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequest(c.method, site+c.path, strings.NewReader(""))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("anonymous %s /%s from loopback = %d, want %d", c.method, c.path, resp.StatusCode, c.want)
+		}
+	}
+}
+
 // A process with storage sites only shows its auth refusals on its first
 // site's /metrics, and again after that site restarts (a new storage
 // server, with a new registry).

@@ -87,7 +87,7 @@ func (t *Site) start(first bool) error {
 			}
 			srv.UseTLS(tlsCfg)
 		}
-		srv.Guard(func(h http.Handler) http.Handler { return t.s.guard(h, existsUnder(t.cfg.Root)) })
+		srv.Guard(func(h http.Handler) http.Handler { return t.s.guardSite(h, t.cfg.Root, srv.MetricsPath()) })
 	}
 	var ln net.Listener
 	if first {

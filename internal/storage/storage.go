@@ -341,6 +341,9 @@ func (s *Server) Guard(mw func(http.Handler) http.Handler) {
 	s.guarded = true
 }
 
+// MetricsPath is the path /metrics is served at; "" when off.
+func (s *Server) MetricsPath() string { return s.metricsPath }
+
 // UseTLS serves HTTPS with cfg in place of the TLSCert/TLSKey pair: one
 // that asks for client certificates and reloads its own (auth.ServerTLS).
 // Call it before Serve.
