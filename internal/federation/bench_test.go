@@ -79,17 +79,15 @@ func benchWarm(b *testing.B, method string, want, files int) {
 	})
 }
 
-// BenchmarkProxyStorage measures proxy mode end to end on loopback: a
-// client reads a 64 MiB file through the federator, which reads it from a
-// real storage server over HTTP. b.SetBytes makes the result MB/s; profile
-// with -cpuprofile to see where the federator spends its share.
-func BenchmarkProxyStorage(b *testing.B) {
+// proxiedStorage is a storage role on loopback holding /f, 64 MiB, for
+// the proxy benchmarks; it stops with the benchmark.
+func proxiedStorage(b *testing.B) (*httptest.Server, int64) {
 	st, err := storage.New(storage.Config{Root: b.TempDir()}, quiet())
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(st.Handler())
-	defer srv.Close()
+	b.Cleanup(srv.Close)
 	const size = 64 << 20
 	data := make([]byte, size)
 	for i := range data {
@@ -99,6 +97,15 @@ func BenchmarkProxyStorage(b *testing.B) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
 		b.Fatalf("put: %v", err)
 	}
+	return srv, size
+}
+
+// BenchmarkProxyStorage measures proxy mode end to end on loopback: a
+// client reads a 64 MiB file through the federator, which reads it from a
+// real storage server over HTTP. b.SetBytes makes the result MB/s; profile
+// with -cpuprofile to see where the federator spends its share.
+func BenchmarkProxyStorage(b *testing.B) {
+	srv, size := proxiedStorage(b)
 	tf := startFed(b, cfgYAML(slowHealth+"\nmode: proxy", "name: st\nurl: "+srv.URL+"/"))
 	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	buf := make([]byte, 256<<10)
@@ -121,21 +128,7 @@ func BenchmarkProxyStorage(b *testing.B) {
 // through the federator's handler on net/http (copied through a buffer)
 // and through the fast path (spliced socket to socket), on loopback.
 func BenchmarkProxyStorageFast(b *testing.B) {
-	st, err := storage.New(storage.Config{Root: b.TempDir()}, quiet())
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(st.Handler())
-	defer srv.Close()
-	const size = 64 << 20
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = byte(i * 7)
-	}
-	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/f", bytes.NewReader(data))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
-		b.Fatalf("put: %v", err)
-	}
+	srv, size := proxiedStorage(b)
 	fp := startFastPair(b, cfgYAML(slowHealth+"\nmode: proxy", "name: st\nurl: "+srv.URL+"/"))
 	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	if resp, err := c.Head("http://" + fp.handler + "/f"); err == nil {
