@@ -15,6 +15,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -52,8 +53,22 @@ func Missing(t testing.TB, why string) {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 // Servers that can take port 0 should; this is for those that cannot.
+//
+// It picks below the kernel's ephemeral range (32768-60999 by default),
+// which port 0 would give: the outgoing connections of the tests running
+// at the same time take their local ports from that range, and one of
+// them took a port between FreePort and the server's bind ("address
+// already in use", now and then, under make test).
 func FreePort(t testing.TB) int {
 	t.Helper()
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)
