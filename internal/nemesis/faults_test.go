@@ -50,10 +50,10 @@ func (l *lake) apply(f Fault, w *Workload) *applied {
 		}
 		a.heal = func() error { return l.signal(f.Target, syscall.SIGCONT) }
 	case Partition:
-		if err := l.link(false); err != nil {
+		if err := l.ns.SetLink(false); err != nil {
 			return fail(err)
 		}
-		a.heal = func() error { return l.link(true) }
+		a.heal = func() error { return l.ns.SetLink(true) }
 	case Divergence:
 		return l.diverge(f, w, a)
 	case FullDisk:
@@ -150,7 +150,7 @@ func (l *lake) ensureUp() {
 			p.Start(l.t)
 		}
 	}
-	_ = l.link(true)
+	_ = l.ns.SetLink(true)
 }
 
 // sleepUntil waits until the run's clock reaches at: the schedule is

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -31,8 +30,8 @@ type lake struct {
 	bin string
 	out string // the run's directory: history, summary, logs
 
-	ns, linkHost string // the namespace and the host end of its link
-	host, inNS   string // the addresses at the link's two ends
+	ns         *testenv.NetNS // fed-2 runs in it; a partition cuts its link
+	host, inNS string         // the addresses at the link's two ends
 
 	redis *testenv.Redis
 	siteA *testenv.Proc
@@ -134,7 +133,7 @@ buffer:
 		p := &testenv.Proc{Bin: l.bin, Host: addr, Port: port, Log: filepath.Join(out, fmt.Sprintf("fed-%d.log", i)),
 			Args: []string{"serve", f}, Env: []string{"GOTRACEBACK=all"}}
 		if i == 2 {
-			p.Wrap = []string{"ip", "netns", "exec", l.ns}
+			p.Wrap = []string{"ip", "netns", "exec", l.ns.Name}
 		}
 		p.Start(t)
 		t.Cleanup(p.Kill)
@@ -145,44 +144,8 @@ buffer:
 
 // netns makes the namespace and its link, removed when the test ends.
 func (l *lake) netns() {
-	t := l.t
-	id := os.Getpid() % 10000
-	l.ns, l.linkHost = fmt.Sprintf("lfnem%d", id), fmt.Sprintf("lfnem%dh", id)
-	net := fmt.Sprintf("10.%d.%d", 200+id%50, id%250)
-	l.host, l.inNS = net+".1", net+".2"
-	_ = exec.Command("ip", "netns", "del", l.ns).Run() // a run killed before its cleanup
-	_ = exec.Command("ip", "link", "del", l.linkHost).Run()
-	linkNS := l.linkHost[:len(l.linkHost)-1] + "n"
-	for _, c := range [][]string{
-		{"netns", "add", l.ns},
-		{"link", "add", l.linkHost, "type", "veth", "peer", "name", linkNS},
-		{"link", "set", linkNS, "netns", l.ns},
-		{"addr", "add", l.host + "/24", "dev", l.linkHost},
-		{"link", "set", l.linkHost, "up"},
-		{"netns", "exec", l.ns, "ip", "addr", "add", l.inNS + "/24", "dev", linkNS},
-		{"netns", "exec", l.ns, "ip", "link", "set", linkNS, "up"},
-		{"netns", "exec", l.ns, "ip", "link", "set", "lo", "up"},
-	} {
-		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
-			testenv.Missing(t, fmt.Sprintf("ip %v: %v: %s", c, err, out))
-		}
-	}
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "netns", "del", l.ns).Run()
-		_ = exec.Command("ip", "link", "del", l.linkHost).Run()
-	})
-}
-
-// link takes the namespace's link up or down.
-func (l *lake) link(up bool) error {
-	state := "down"
-	if up {
-		state = "up"
-	}
-	if out, err := exec.Command("ip", "link", "set", l.linkHost, state).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip link set %s %s: %v: %s", l.linkHost, state, err, out)
-	}
-	return nil
+	l.ns = testenv.NewNetNS(l.t)
+	l.host, l.inNS = l.ns.Host, l.ns.Inner
 }
 
 // writeSite writes data at p below a site's directory, as the site's

@@ -23,8 +23,8 @@ import (
 // NetNS is a network namespace a test made, joined to the host by a veth
 // pair on a /30 of its own: a process run in it (Command) reaches the
 // host only at Host, and the test reaches the namespace's loopback by
-// dialing from inside it (DialContext). Cut takes the namespace's end of
-// the link down, a partition; Heal brings it up. The namespace and both
+// dialing from inside it (DialContext). Cut partitions it: the link
+// goes down and what crosses it is dropped; Heal brings it up. The namespace and both
 // ends of the link are removed when the test ends.
 //
 //	ns := testenv.NewNetNS(t)
@@ -106,6 +106,7 @@ func (n *NetNS) run(args ...string) error {
 func (n *NetNS) remove() {
 	_ = n.run("netns", "del", n.Name)
 	_ = n.run("link", "del", n.hostIf)
+	_ = n.run("route", "del", "blackhole", n.Inner+"/32")
 }
 
 // removeStaleNetNS removes the namespaces of test binaries that no
@@ -149,21 +150,46 @@ func freeSubnet() (string, error) {
 	return "", fmt.Errorf("testenv: no free /30 in 10.0.0.0/8")
 }
 
-// Cut takes the namespace's end of the link down: nothing in it reaches
-// the host, nor the host it.
+// Cut partitions the namespace: the host's end of the link goes down,
+// so that nothing crosses it either way and packets are dropped, as on a
+// cut cable (the namespace's end keeps its route, marked linkdown). With
+// its link down the host would send what it addresses to Inner along its
+// default route instead; a blackhole route for Inner keeps those packets
+// on the host and drops them too. (On a machine whose outbound traffic
+// is intercepted, the default route reached something that answered in
+// the namespace's place.)
 func (n *NetNS) Cut(t testing.TB) {
 	t.Helper()
-	if err := n.run("-n", n.Name, "link", "set", n.innerIf, "down"); err != nil {
+	if err := n.SetLink(false); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// Heal brings the namespace's end of the link up again.
+// Heal ends the partition Cut made.
 func (n *NetNS) Heal(t testing.TB) {
 	t.Helper()
-	if err := n.run("-n", n.Name, "link", "set", n.innerIf, "up"); err != nil {
+	if err := n.SetLink(true); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// SetLink cuts (up false) or heals (up true) the link, as Cut and Heal
+// do, for callers that cannot stop the test on an error (a fault
+// schedule running in its own goroutine).
+func (n *NetNS) SetLink(up bool) error {
+	if !up {
+		if err := n.run("route", "replace", "blackhole", n.Inner+"/32"); err != nil {
+			return err
+		}
+		return n.run("link", "set", n.hostIf, "down")
+	}
+	if err := n.run("link", "set", n.hostIf, "up"); err != nil {
+		return err
+	}
+	if err := n.run("route", "del", "blackhole", n.Inner+"/32"); err != nil && !strings.Contains(err.Error(), "No such process") {
+		return err
+	}
+	return nil
 }
 
 // Command is a command run in the namespace (ip netns exec, which execs

@@ -15,6 +15,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -53,14 +54,22 @@ func Missing(t testing.TB, why string) {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 // Servers that can take port 0 should; this is for those that cannot.
 //
-// It stays in the kernel's ephemeral range (port 0), although the
-// outgoing connections of tests running beside it draw their local
-// ports from there too: on machines whose outbound traffic is
-// intercepted (this one answers HTTP 404 on any routed address outside
-// that range), a server cut off by a partition, on a port outside it,
-// answered through the interceptor instead of not at all.
+// It picks below the kernel's ephemeral range (32768-60999 by default),
+// which port 0 would give: the outgoing connections of the tests running
+// at the same time draw their local ports from that range, and now and
+// then one of them took the port between FreePort and the server's bind
+// ("address already in use"). A server on such a port behind a cut
+// NetNS link is not reached through the default route (NetNS.Cut).
 func FreePort(t testing.TB) int {
 	t.Helper()
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)
