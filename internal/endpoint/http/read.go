@@ -332,7 +332,7 @@ func (b *body) Ready() (int64, error) {
 	if !ok || !o.framed || b.remain < 0 {
 		return 0, endpoint.ErrNoSplice
 	}
-	n, err := o.ready()
+	n, err := o.socket().Ready()
 	if err != nil {
 		b.err = fail("read", "", fmt.Errorf("%w: %w (%d bytes missing)", endpoint.ErrUnavailable, eofErr(err), b.remain))
 		return 0, b.err
@@ -350,7 +350,7 @@ func (b *body) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
 		return 0, endpoint.ErrNoSplice
 	}
 	n = min(n, b.remain)
-	m, err := o.spliceTo(dst, n)
+	m, err := o.socket().SpliceTo(dst, n)
 	b.remain -= m
 	if err != nil {
 		// Where the stream stands is unknown: splice may have taken

@@ -129,8 +129,8 @@ func (e *Endpoint) ownDo(req *http.Request) (*http.Response, error) {
 }
 
 // ownBody is the body of an answer on a connection of its own. Read
-// goes through net/http's framing; ready and spliceTo take the bytes
-// from the socket itself, which is possible when the body is the next
+// goes through net/http's framing; Splicer's calls take the bytes from
+// the socket itself (endpoint.Socket), which is possible when the body is the next
 // bytes on the wire (framed: a Content-Length, no chunking). The
 // endpoint's body never reads past the end it knows, so bytes spliced
 // behind net/http's back never make it read too far.
@@ -151,78 +151,5 @@ func (o *ownBody) Close() error {
 	return o.conn.Close()
 }
 
-// ready waits until the body has bytes that can be taken without waiting
-// for the network, and returns how many, or io.EOF when the server
-// closed the connection. It waits in the runtime's network poller, as a
-// Read does, and ends when the connection is closed (the read's context).
-func (o *ownBody) ready() (int64, error) {
-	if n := o.br.Buffered(); n > 0 {
-		return int64(n), nil
-	}
-	sc, err := o.conn.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var avail int
-	var eof bool
-	var serr error
-	err = sc.Read(func(fd uintptr) bool {
-		// The bytes queued first: nearly always some (the server
-		// sends ahead of the reads), and one system call says so.
-		if avail, serr = unix.IoctlGetInt(int(fd), unix.SIOCINQ); serr != nil || avail > 0 {
-			return true
-		}
-		// None: the server closed (a peek reads 0) or has not sent yet.
-		var b [1]byte
-		for {
-			n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return false // wait until readable
-			case err != nil:
-				serr = err
-			case n == 0:
-				eof = true
-			}
-			// n > 0: bytes arrived since the ioctl; avail stays 0,
-			// reported as 1.
-			return true
-		}
-	})
-	switch {
-	case err != nil:
-		return 0, err
-	case serr != nil:
-		return 0, serr
-	case eof:
-		return 0, io.EOF
-	}
-	return int64(max(avail, 1)), nil
-}
-
-// spliceTo moves n bytes of the body to dst: those ReadResponse buffered
-// by a write (a few KiB at most, once), the rest by splice(2).
-func (o *ownBody) spliceTo(dst *net.TCPConn, n int64) (int64, error) {
-	var done int64
-	if k := o.br.Buffered(); k > 0 {
-		b, _ := o.br.Peek(int(min(int64(k), n)))
-		m, err := dst.Write(b)
-		_, _ = o.br.Discard(m)
-		done += int64(m)
-		if err != nil {
-			return done, err
-		}
-	}
-	if done == n {
-		return done, nil
-	}
-	lr := &io.LimitedReader{R: o.conn, N: n - done}
-	m, err := dst.ReadFrom(lr)
-	done += m
-	if err == nil && lr.N > 0 {
-		err = io.ErrUnexpectedEOF
-	}
-	return done, err
-}
+// socket is where the body's bytes are taken from when it splices.
+func (o *ownBody) socket() endpoint.Socket { return endpoint.Socket{Conn: o.conn, Buf: o.br} }
