@@ -27,10 +27,13 @@ package federation
 // them. Everything else is declined and the handler answers it: a cold
 // or untrusted entry (a look-up is needed), a directory, a missing path,
 // no usable replica, a path that is not clean, the control paths
-// (/metrics, /api/...), a Metalink asked for in Accept. What
-// fastpath itself never offers (a query, so no lakefed.site nor
-// ?metalink; X-Lakefed-Debug; a conditional; Range; Want-Digest; the
-// hop header; credentials) is the rest of what the handler reads.
+// (/metrics, /api/...), a Metalink asked for in Accept, and every query
+// but a pin to one endpoint (SiteParam, read by siteQuery as the handler
+// reads it), which is answered from that endpoint's view as the handler
+// answers it. What fastpath itself never offers (X-Lakefed-Debug; a
+// conditional; Range; Want-Digest; the hop header; credentials; a query
+// that is not plain) is the rest of what the handler reads. A Server
+// for FastResponder sets fastpath.Options.Query.
 //
 // A declined request hands its connection to net/http for good
 // (fastpath): a client whose keep-alive connection asks for a cold path
@@ -66,6 +69,15 @@ func (fr fastResponder) Respond(a *fastpath.Answer, req *fastpath.Request) bool 
 		return false
 	}
 	s := f.snap.Load()
+	if req.Query != nil {
+		// Only a pin to a known endpoint: the handler answers any other
+		// query (?metalink, ?tried=, an unknown site's 400) otherwise.
+		site, only := siteQuery(string(req.Query))
+		if !only || s.pins[site] == nil {
+			return false
+		}
+		s = s.pins[site]
+	}
 	e := s.cache.get(p, time.Now().UnixNano())
 	if e == nil || !f.fresh(e) || e.status != 200 || e.isDir || e.hdr[hdrSize] == "" {
 		return false

@@ -42,7 +42,7 @@ func startFastPair(t testing.TB, yamlText string, fakes ...*fakeEP) *fastPair {
 	ln := listen()
 	fp.handler = ln.Addr().String()
 	go hs.Serve(ln)
-	fs := fastpath.New(&http.Server{Handler: httpx.RequestIDs(tf.Handler())}, tf.FastResponder(), fastpath.Options{Log: quiet()})
+	fs := fastpath.New(&http.Server{Handler: httpx.RequestIDs(tf.Handler())}, tf.FastResponder(), fastpath.Options{Log: quiet(), Query: true})
 	ln = listen()
 	fp.fast = ln.Addr().String()
 	go fs.Serve(ln)
@@ -137,8 +137,10 @@ func TestFastPathMatchesHandler(t *testing.T) {
 	c.put("/px/f", []byte("proxied bytes"))
 	a.put("/atlas/dir/inner", []byte("x"))
 	fp := startFastPair(t, cfgYAML(slowHealth, ep("site-a", "priority: 2"), ep("site-b", "priority: 1"), ep("proxied")), a, b, c)
-	// Warm the metadata (the handler's look-up).
-	for _, p := range []string{"/atlas/f.root", "/px/f", "/atlas/dir", "/missing"} {
+	// Warm the metadata (the handler's look-up); a pinned view has a
+	// cache of its own.
+	for _, p := range []string{"/atlas/f.root", "/px/f", "/atlas/dir", "/missing",
+		"/atlas/f.root?lakefed.site=site-a", "/atlas/f.root?lakefed.site=site-b", "/px/f?lakefed.site=proxied"} {
 		exchange(t, fp.handler, "HEAD", "HEAD "+p+" HTTP/1.1\r\nHost: fed\r\n\r\n")
 	}
 	id := "X-Request-ID: same-id\r\n"
@@ -155,7 +157,18 @@ func TestFastPathMatchesHandler(t *testing.T) {
 		{"warm HEAD of a proxied file", "HEAD", "HEAD /px/f HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"warm GET of a proxied file", "GET", "GET /px/f HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"query", "GET", "GET /atlas/f.root?x=1 HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"pinned site", "GET", "GET /atlas/f.root?lakefed.site=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"pinned GET", "GET", "GET /atlas/f.root?lakefed.site=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned GET, not the best", "GET", "GET /atlas/f.root?lakefed.site=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned HEAD", "HEAD", "HEAD /atlas/f.root?lakefed.site=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned GET of a proxied file", "GET", "GET /px/f?lakefed.site=proxied HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned, cold in that view", "GET", "GET /px/f?lakefed.site=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"pinned to no endpoint", "GET", "GET /atlas/f.root?lakefed.site=nowhere HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"pinned to nothing", "GET", "GET /atlas/f.root?lakefed.site= HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"pinned twice", "GET", "GET /atlas/f.root?lakefed.site=site-a&lakefed.site=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"pinned and more", "GET", "GET /atlas/f.root?lakefed.site=site-b&tried=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"pinned, metalink", "GET", "GET /atlas/f.root?lakefed.site=site-a&metalink HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"pinned, escaped", "GET", "GET /atlas/f.root?lakefed.site=site%2Da HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"tried", "GET", "GET /atlas/f.root?tried=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
 		{"metalink query", "GET", "GET /atlas/f.root?metalink HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
 		{"metalink Accept", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\nAccept: " + httpx.MetalinkType + "\r\n" + id + "\r\n", false},
 		{"range", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\nRange: bytes=0-1\r\n" + id + "\r\n", false},

@@ -295,3 +295,31 @@ func TestFastPathWeakReplicaRestartedNeverSpliced(t *testing.T) {
 		t.Error("the connection stays open after a short body")
 	}
 }
+
+// TestFastPathProxyXRootDNeverSplicesTwo: a root:// replica's bytes are
+// spliced on the fast path (kXR_read payloads, from the kind's own
+// connection); when it dies mid-body, the other replica's file, of the
+// same size but other bytes (a root:// open proves only the size), is
+// never spliced after them: the client gets a prefix and a cut.
+func TestFastPathProxyXRootDNeverSplicesTwo(t *testing.T) {
+	a, b := testenv.StartXRootD(t), testenv.StartXRootD(t)
+	const size = 160 << 20 // more than loopback buffers hold (see replicaPair)
+	va, vb := randData(size, 50), randData(size, 51)
+	for _, f := range []struct {
+		dir  string
+		data []byte
+	}{{a.Dir, va}, {b.Dir, vb}} {
+		if err := os.WriteFile(filepath.Join(f.dir, "f"), f.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fp := startFastPair(t, cfgYAML("mode: proxy\n"+slowHealth,
+		fmt.Sprintf("name: xa\nurl: %s/\npriority: 1\ntimeout: 2s", a.RootURL),
+		fmt.Sprintf("name: xb\nurl: %s/\npriority: 2\ntimeout: 2s", b.RootURL)))
+	testFastProxyBreaks(t, fp, va, func() {
+		if fp.spliced(t) == 0 {
+			t.Error("nothing spliced from the root:// replica")
+		}
+		a.Kill()
+	})
+}

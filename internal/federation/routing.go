@@ -111,8 +111,7 @@ func (f *Federator) serveNamespaceTo(w http.ResponseWriter, r *http.Request) {
 	}
 	s := f.snap.Load()
 	if r.URL.RawQuery != "" && strings.Contains(r.URL.RawQuery, SiteParam) {
-		site := siteOf(r.URL.RawQuery)
-		if site != "" {
+		if site, _ := siteQuery(r.URL.RawQuery); site != "" {
 			v := s.pins[site]
 			if v == nil {
 				httpError(w, http.StatusBadRequest, fmt.Sprintf("lakefed: %s=%q: no endpoint of that name in this federation", SiteParam, site))
@@ -155,13 +154,18 @@ func (f *Federator) serveNamespaceTo(w http.ResponseWriter, r *http.Request) {
 
 const allow = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, COPY, MOVE"
 
-// siteOf returns the value of SiteParam in a raw query string, or "".
-func siteOf(raw string) string {
+// siteQuery reads SiteParam in a raw query string: site is its value, ""
+// when there is none or the query does not parse; only reports that the
+// query is that parameter, once, and nothing else. The handler and the
+// fast path (fast.go) both read the pin with it, so they cannot differ
+// on which requests are pinned, nor to what.
+func siteQuery(raw string) (site string, only bool) {
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
-		return ""
+		return "", false
 	}
-	return vals.Get(SiteParam)
+	site = vals.Get(SiteParam)
+	return site, site != "" && len(vals) == 1 && len(vals[SiteParam]) == 1
 }
 
 // isClean reports whether p is already what httpx.CleanPath would return,

@@ -22,7 +22,9 @@ package server
 // path, the paths the chain gives to something other than the namespace
 // — the dashboard (/ui), the operator's pages behind their gate
 // (/metrics, /api/...) and the other /api/ handlers — are declined here
-// whatever the federator would say, and what the chain does for every
+// whatever the federator would say (which reads the query, and answers
+// only a pin to one endpoint: fastpath.Options.Query), and what the
+// chain does for every
 // request is done here too: the request ID (fastpath) and the access log
 // (logRequest, as tagged writes it).
 

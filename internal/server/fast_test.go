@@ -139,6 +139,20 @@ func TestFrontFastPath(t *testing.T) {
 	if n := fastAnswers(t, fed2); n != 2 {
 		t.Errorf("fast path answered %v requests, want 2 (the warm GET and HEAD)", n)
 	}
+	// A read pinned to a site (lakefed bench --site) is answered there
+	// too, once that site's view is warm.
+	pinned := "/f?lakefed.site=" + fed2.Sites[0].Name
+	c2, br2 = dialFed(t, fed2)
+	first := rawGet(t, c2, br2, "GET", pinned, "")
+	c2, br2 = dialFed(t, fed2)
+	again := rawGet(t, c2, br2, "GET", pinned, "")
+	if first.StatusCode != 302 || again.StatusCode != 302 || again.Header.Get("Location") != first.Header.Get("Location") {
+		t.Errorf("pinned GET = %d %q, then %d %q; want the same 302", first.StatusCode, first.Header.Get("Location"),
+			again.StatusCode, again.Header.Get("Location"))
+	}
+	if n := fastAnswers(t, fed2); n != 3 {
+		t.Errorf("fast path answered %v requests, want 3 (and the warm pinned GET)", n)
+	}
 }
 
 // TestFrontFastPathOff: with anything in the chain that may change an

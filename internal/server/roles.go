@@ -313,7 +313,7 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 		len(s.cfg.Federation.Endpoints), s.FederatorURL())
 	serve := r.hs.Serve
 	if s.frontFastPath(tlsCfg) {
-		r.fs = fastpath.New(r.hs, frontResponder{s: s, fed: s.fed.FastResponder()}, fastpath.Options{Log: s.log})
+		r.fs = fastpath.New(r.hs, frontResponder{s: s, fed: s.fed.FastResponder()}, fastpath.Options{Log: s.log, Query: true})
 		serve = r.fs.Serve
 	}
 	ln = tlsListener(ln, tlsCfg)

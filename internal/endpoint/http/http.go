@@ -324,8 +324,8 @@ func (e *Endpoint) do(ctx context.Context, method string, u *url.URL, hdr http.H
 			req.Header["Idempotency-Key"] = nil
 		}
 		var resp *http.Response
-		if e.ownConn(ctx, req) {
-			resp, err = e.ownDo(req)
+		if transport.Owns(e.tr, req) {
+			resp, err = transport.Own(e.tr, req)
 		} else {
 			resp, err = e.client.Do(req)
 		}

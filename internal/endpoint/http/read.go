@@ -14,6 +14,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/transport"
 )
 
 // Open reads n bytes of p from off (n < 0: to the end) with a ranged GET.
@@ -320,7 +321,7 @@ func (b *body) Read(p []byte) (int, error) {
 }
 
 // Ready is endpoint.Splicer's: the body can splice when it came on a
-// connection of its own (ownDo) with a known length.
+// connection of its own (transport.Own) with a known length.
 func (b *body) Ready() (int64, error) {
 	if b.err != nil {
 		return 0, b.err
@@ -328,11 +329,14 @@ func (b *body) Ready() (int64, error) {
 	if b.remain == 0 {
 		return 0, io.EOF
 	}
-	o, ok := b.rc.(*ownBody)
-	if !ok || !o.framed || b.remain < 0 {
+	o, ok := b.rc.(*transport.OwnBody)
+	if !ok || b.remain < 0 {
 		return 0, endpoint.ErrNoSplice
 	}
-	n, err := o.ready()
+	n, err := o.Ready()
+	if errors.Is(err, endpoint.ErrNoSplice) {
+		return 0, err
+	}
 	if err != nil {
 		b.err = fail("read", "", fmt.Errorf("%w: %w (%d bytes missing)", endpoint.ErrUnavailable, eofErr(err), b.remain))
 		return 0, b.err
@@ -345,12 +349,15 @@ func (b *body) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	o, ok := b.rc.(*ownBody)
-	if !ok || !o.framed || b.remain < 0 {
+	o, ok := b.rc.(*transport.OwnBody)
+	if !ok || b.remain < 0 {
 		return 0, endpoint.ErrNoSplice
 	}
 	n = min(n, b.remain)
-	m, err := o.spliceTo(dst, n)
+	m, err := o.SpliceTo(dst, n)
+	if errors.Is(err, endpoint.ErrNoSplice) {
+		return m, err
+	}
 	b.remain -= m
 	if err != nil {
 		// Where the stream stands is unknown: splice may have taken

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -186,7 +187,9 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 	}
 	mk := func(attempts int) (*minio.Core, error) {
 		return minio.NewCore(host, &minio.Options{
-			Creds: creds, Secure: secure, Transport: tr,
+			// A large read its caller forwards to a socket goes on a
+			// connection of its own, whose body splices (reader.Ready).
+			Creds: creds, Secure: secure, Transport: transport.RoundTripper(tr),
 			// A known region means no GetBucketLocation round trip, and
 			// pre-signing works offline.
 			Region: region, BucketLookup: lookup, MaxRetries: attempts,
@@ -524,7 +527,8 @@ func (e *Endpoint) openEmpty(ctx context.Context, p string, off int64) (io.ReadC
 }
 
 // reader is the body of a ranged GET. Read errors (a broken connection, a
-// body shorter than its Content-Length) wrap ErrUnavailable.
+// body shorter than its Content-Length) wrap ErrUnavailable. It is an
+// endpoint.Splicer when the body came on a connection of its own.
 type reader struct {
 	body   io.ReadCloser
 	cancel context.CancelCauseFunc
@@ -540,6 +544,36 @@ func (r *reader) Read(b []byte) (int, error) {
 		err = opErr("read", r.path, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err))
 	}
 	return n, err
+}
+
+// Ready is endpoint.Splicer's: a body that came on a connection of its
+// own (transport.Own: a large read over plain HTTP whose caller asked
+// for endpoint.WithSplice) splices; other bodies ErrNoSplice.
+func (r *reader) Ready() (int64, error) {
+	o, ok := r.body.(*transport.OwnBody)
+	if !ok {
+		return 0, endpoint.ErrNoSplice
+	}
+	n, err := o.Ready()
+	return n, r.spliceErr(err)
+}
+
+// SpliceTo is endpoint.Splicer's.
+func (r *reader) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
+	o, ok := r.body.(*transport.OwnBody)
+	if !ok {
+		return 0, endpoint.ErrNoSplice
+	}
+	m, err := o.SpliceTo(dst, n)
+	return m, r.spliceErr(err)
+}
+
+// spliceErr wraps a failure of the body's socket as Read's are wrapped.
+func (r *reader) spliceErr(err error) error {
+	if err == nil || err == io.EOF || errors.Is(err, endpoint.ErrNoSplice) {
+		return err
+	}
+	return opErr("read", r.path, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err))
 }
 
 func (r *reader) Close() error {

@@ -163,6 +163,8 @@ func TestS3(t *testing.T) {
 	t.Run("PresignedExpired", func(t *testing.T) { testPresignedExpired(t, srv) })
 	t.Run("PresignedPutDelete", func(t *testing.T) { testPresignedPutDelete(t, srv) })
 	t.Run("NotFoundRefusedUnavailable", func(t *testing.T) { testClasses(t, srv) })
+	t.Run("Splice", func(t *testing.T) { testSplice(t, srv) })
+	t.Run("ConformanceSplice", func(t *testing.T) { testSpliceConformance(t, srv) })
 }
 
 // testAdler32: lakefed's Put stores the adler32; Stat and Checksum give it

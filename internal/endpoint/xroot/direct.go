@@ -207,6 +207,9 @@ func (e *Endpoint) openDirect(ctx context.Context, p, rp string, off, n int64) (
 
 // directReader streams one file over its own connection with up to
 // directAhead kXR_reads of directChunk (Endpoint.readChunk) in flight.
+// Its payload bytes may also be spliced from that connection
+// (endpoint.Splicer), not copied: a proxy that forwards them to a
+// socket never has them in its memory.
 // It is not safe for concurrent use (io.Reader). Closing it closes the
 // connection, which also makes the server close the file.
 type directReader struct {
@@ -411,6 +414,75 @@ func (r *directReader) frame() error {
 	q.stash = append(q.stash, make([]byte, n)...)
 	_, err := io.ReadFull(r.br, q.stash[start:])
 	return err
+}
+
+// Ready is endpoint.Splicer's: it waits for the next payload bytes of
+// the kXR_read answers on the reader's own connection (reading the
+// frame headers in between), and returns how many the socket has of
+// them. Bytes that came out of order, before their turn, are in memory:
+// ErrNoSplice, and Read hands them out.
+func (r *directReader) Ready() (int64, error) {
+	if r.closed {
+		return 0, opErr("read", r.p, fmt.Errorf("reader closed"))
+	}
+	tc, ok := r.c.(*net.TCPConn)
+	if !ok {
+		return 0, endpoint.ErrNoSplice
+	}
+	for {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if err := r.fill(); err != nil {
+			return 0, r.fail(err)
+		}
+		if len(r.inflight) == 0 {
+			r.err = io.EOF
+			return 0, io.EOF
+		}
+		q := r.inflight[0]
+		switch {
+		case len(q.stash) > 0:
+			return 0, endpoint.ErrNoSplice
+		case r.left > 0:
+			r.moveDeadline()
+			n, err := endpoint.Socket{Conn: tc, Buf: r.br}.Ready()
+			if err != nil {
+				return 0, r.fail(err)
+			}
+			return min(n, int64(r.left)), nil
+		case q.final:
+			r.inflight = r.inflight[1:]
+			if q.got < q.n {
+				return 0, r.fail(fmt.Errorf("%w: %w: file ends at %d, range ends at %d",
+					endpoint.ErrUnavailable, io.ErrUnexpectedEOF, q.off+q.got, r.end))
+			}
+		default:
+			if err := r.frame(); err != nil {
+				return 0, r.fail(err)
+			}
+		}
+	}
+}
+
+// SpliceTo is endpoint.Splicer's: it moves the next n bytes of the
+// current answer frame, at most what Ready returned, from the socket to
+// dst. A failure is sticky: where the stream stands is unknown.
+func (r *directReader) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	tc, ok := r.c.(*net.TCPConn)
+	if !ok || r.closed || len(r.inflight) == 0 || len(r.inflight[0].stash) > 0 || r.left == 0 {
+		return 0, endpoint.ErrNoSplice
+	}
+	r.moveDeadline()
+	m, err := endpoint.Socket{Conn: tc, Buf: r.br}.SpliceTo(dst, min(n, int64(r.left)))
+	r.left -= int(m)
+	if err != nil {
+		return m, r.fail(fmt.Errorf("splice: %w", err))
+	}
+	return m, nil
 }
 
 // WriteTo copies the rest of the range to w in large pieces, so io.Copy

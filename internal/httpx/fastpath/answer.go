@@ -19,11 +19,16 @@ import (
 type Request struct {
 	// Head is true for HEAD, false for GET.
 	Head bool
-	// Target is the request target: an origin-form path of unreserved
-	// characters, "/" and "-._~+,=:@", with no %-escape and no query,
-	// so it is the path net/http would give the handler
+	// Target is the request target's path: an origin-form path of
+	// unreserved characters, "/" and "-._~+,=:@", with no %-escape, so
+	// it is the path net/http would give the handler
 	// (http.Request.URL.Path), not cleaned.
 	Target []byte
+	// Query is the request target's query, after the "?", as net/http
+	// gives it (http.Request.URL.RawQuery): not empty, of the path's
+	// characters and "&", with no %-escape. Nil when there is none, and
+	// always nil unless Options.Query is set.
+	Query []byte
 	// Host is the Host header's value; nil when there is none (HTTP/1.0).
 	Host []byte
 	// Accept is the Accept header's value; nil when there is none.
@@ -64,8 +69,8 @@ func (r *Request) Context() context.Context {
 
 // HTTPRequest is the request as net/http would give it to a handler,
 // for a Responder that answers with a handler's code (Answer.Writer),
-// with ctx as its context: the method, the target as URL.Path and
-// RequestURI, the version, Host, RemoteAddr, Close, and those of the
+// with ctx as its context: the method, the target as URL.Path,
+// URL.RawQuery and RequestURI, the version, Host, RemoteAddr, Close, and those of the
 // few headers the fast path lets through that a handler may read
 // (Accept, the client's X-Request-Id). It is made on each call.
 func (r *Request) HTTPRequest(ctx context.Context) *http.Request {
@@ -79,6 +84,10 @@ func (r *Request) HTTPRequest(ctx context.Context) *http.Request {
 		Host:       string(r.Host),
 		RemoteAddr: r.RemoteAddr(),
 		Close:      r.close || r.http10 && !r.keep,
+	}
+	if r.Query != nil {
+		hr.URL.RawQuery = string(r.Query)
+		hr.RequestURI = target + "?" + hr.URL.RawQuery
 	}
 	if r.http10 {
 		hr.Proto, hr.ProtoMinor = "HTTP/1.0", 0

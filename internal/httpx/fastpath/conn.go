@@ -175,7 +175,7 @@ func (c *conn) readHead() (n int, plain, gone bool) {
 	if n > s.maxHead {
 		return 0, false, false
 	}
-	if !parseHead(buf[:n], &c.req) {
+	if !parseHead(buf[:n], &c.req) || c.req.Query != nil && !s.opts.Query {
 		return 0, false, false
 	}
 	return n, true, false

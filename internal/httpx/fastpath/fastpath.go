@@ -14,7 +14,8 @@
 // How: every accepted connection starts here. A request is offered to the
 // Responder only when it is the plain case, checked strictly (parse.go):
 // GET or HEAD, HTTP/1.1 or 1.0, an origin-form target of unreserved
-// characters (no %-escapes, no query), CRLF line endings, only headers
+// characters (no %-escapes; a query only when Options.Query lets the
+// Responder see it), CRLF line endings, only headers
 // from a short list that cannot change an answer (Host, User-Agent,
 // Accept, Connection, X-Request-ID, ...), no body, and a head that fits
 // the buffer and the http.Server's MaxHeaderBytes. Anything else, and
@@ -85,6 +86,12 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Log receives the panics of a Responder. Nil: slog.Default().
 	Log *slog.Logger
+	// Query offers the Responder plain requests with a query
+	// (Request.Query), for a Responder that reads it, with the
+	// handler's own function, and declines every query it does not
+	// answer as the handler would. False: a request with a query goes
+	// to the http.Server.
+	Query bool
 }
 
 // Responder answers the plain requests of a Server.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,9 @@ func FuzzParseHead(f *testing.F) {
 		"GET /x HTTP/1.1\r\nHost: h\r\n Folded: v\r\n\r\n",
 		"GET /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
 		"GET /x HTTP/1.1\nHost: h\n\n",
+		"GET /f?lakefed.site=a-1 HTTP/1.1\r\nHost: h\r\n\r\n",
+		"GET /f?a=b&c&d== HTTP/1.1\r\nHost: h\r\n\r\n",
+		"GET /f? HTTP/1.1\r\nHost: h\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -45,8 +49,13 @@ func FuzzParseHead(f *testing.F) {
 		if hr.Method != req.Method() {
 			t.Errorf("method: fast path %s, net/http %s", req.Method(), hr.Method)
 		}
-		if hr.URL.Path != string(req.Target) || hr.URL.RawQuery != "" {
-			t.Errorf("target %q: net/http reads path %q, query %q", req.Target, hr.URL.Path, hr.URL.RawQuery)
+		if hr.URL.Path != string(req.Target) || hr.URL.RawQuery != string(req.Query) || hr.URL.ForceQuery {
+			t.Errorf("target %q, query %q: net/http reads path %q, query %q (forced %v)", req.Target, req.Query, hr.URL.Path, hr.URL.RawQuery, hr.URL.ForceQuery)
+		}
+		if req.Query != nil {
+			if _, err := url.ParseQuery(string(req.Query)); err != nil {
+				t.Errorf("query %q: url.ParseQuery refuses it: %v", req.Query, err)
+			}
 		}
 		if want := map[bool]int{true: 0, false: 1}[req.http10]; hr.ProtoMinor != want || hr.ProtoMajor != 1 {
 			t.Errorf("protocol: fast path HTTP/1.%d, net/http %s", want, hr.Proto)

@@ -67,6 +67,20 @@ func parseHead(head []byte, req *Request) bool {
 	if req.Target[0] != '/' || len(req.Target) > 1 && req.Target[1] == '/' {
 		return false
 	}
+	if q := bytes.IndexByte(req.Target, '?'); q >= 0 {
+		// origin-form = absolute-path [ "?" query ]: net/http's
+		// URL.RawQuery is the query as sent. An empty one (a bare "?")
+		// is not plain: net/http notes it (URL.ForceQuery).
+		req.Target, req.Query = req.Target[:q], req.Target[q+1:]
+		if len(req.Query) == 0 {
+			return false
+		}
+		for _, b := range req.Query {
+			if !plainQueryByte[b] {
+				return false
+			}
+		}
+	}
 	for _, b := range req.Target {
 		if !plainPathByte[b] {
 			return false
@@ -142,11 +156,11 @@ func parseHead(head []byte, req *Request) bool {
 	return true
 }
 
-// plainPathByte marks the bytes a plain request target may hold: RFC 3986
-// unreserved characters, "/" and a few sub-delimiters that net/http and
-// httpx.CleanPath take literally. No "%" (nothing to decode, so the
-// target is the path net/http would give the handler) and no "?" (no
-// query). Filled once, never written after.
+// plainPathByte marks the bytes a plain request target's path may hold:
+// RFC 3986 unreserved characters, "/" and a few sub-delimiters that
+// net/http and httpx.CleanPath take literally. No "%" (nothing to
+// decode, so the target is the path net/http would give the handler).
+// Filled once, never written after.
 var plainPathByte = func() (t [256]bool) {
 	for b := 'a'; b <= 'z'; b++ {
 		t[b] = true
@@ -160,6 +174,16 @@ var plainPathByte = func() (t [256]bool) {
 	for _, b := range "-._~/+,=:@" {
 		t[b] = true
 	}
+	return t
+}()
+
+// plainQueryByte marks the bytes a plain query may hold: those of a
+// path, and "&" between parameters. No "%" (nothing to decode), no ";"
+// (net/http logs a query holding one, and url.ParseQuery refuses it), no
+// "?" or "#". Filled once, never written after.
+var plainQueryByte = func() (t [256]bool) {
+	t = plainPathByte
+	t['&'] = true
 	return t
 }()
 

@@ -20,7 +20,15 @@ func TestParseHead(t *testing.T) {
 		{"GET  /a HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
 		{"GET /a  HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
 		{"GET /a%20b HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
-		{"GET /a?b HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
+		{"GET /a?b HTTP/1.1\r\nHost: h\r\n\r\n", true, false, false},
+		{"GET /a?b=c&d=e HTTP/1.1\r\nHost: h\r\n\r\n", true, false, false},
+		{"GET /a? HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
+		{"GET /a?b%20 HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
+		{"GET /a?b;c HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
+		{"GET /a?b?c HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
+		{"GET /a?b#c HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
+		{"GET /a%3Fb?c HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
+		{"GET //a?b HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
 		{"GET //a HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
 		{"GET * HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
 		{"GET http://h/a HTTP/1.1\r\nHost: h\r\n\r\n", false, false, false},
@@ -64,10 +72,10 @@ func TestParseHead(t *testing.T) {
 // TestParseHeadKeeps: the values a Responder sees.
 func TestParseHeadKeeps(t *testing.T) {
 	var req Request
-	if !parseHead([]byte("GET /a/b HTTP/1.1\r\nHost:  h:80 \r\nAccept:\tapplication/metalink4+xml\r\nX-Request-ID: abc\r\n\r\n"), &req) {
+	if !parseHead([]byte("GET /a/b?lakefed.site=s-1 HTTP/1.1\r\nHost:  h:80 \r\nAccept:\tapplication/metalink4+xml\r\nX-Request-ID: abc\r\n\r\n"), &req) {
 		t.Fatal("not plain")
 	}
-	if string(req.Target) != "/a/b" || string(req.Host) != "h:80" || string(req.Accept) != "application/metalink4+xml" ||
+	if string(req.Target) != "/a/b" || string(req.Query) != "lakefed.site=s-1" || string(req.Host) != "h:80" || string(req.Accept) != "application/metalink4+xml" ||
 		string(req.sentID) != "abc" || req.http10 {
 		t.Errorf("parsed %+v", req)
 	}

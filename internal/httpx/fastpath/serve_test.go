@@ -50,6 +50,12 @@ func (tr *testResponder) Respond(a *Answer, req *Request) bool {
 		<-tr.release
 		a.Status(http.StatusOK)
 		a.Body([]byte("late"))
+	case "/query":
+		if string(req.Query) != "answer=me" {
+			return false
+		}
+		a.Status(http.StatusOK)
+		a.Body([]byte("fast " + req.HTTPRequest(context.Background()).RequestURI))
 	case "/unended":
 		a.Status(http.StatusOK)
 		return true // a Responder bug: the connection must close, nothing sent
@@ -72,6 +78,12 @@ type testServer struct {
 
 func startServer(t *testing.T, configure func(*http.Server)) *testServer {
 	t.Helper()
+	return startServerOpts(t, configure, Options{})
+}
+
+// startServerOpts is startServer with opts (Log is the test's).
+func startServerOpts(t *testing.T, configure func(*http.Server), opts Options) *testServer {
+	t.Helper()
 	ts := &testServer{tr: &testResponder{entered: make(chan struct{}, 4), release: make(chan struct{})},
 		log: &testenv.SyncBuffer{}, serveErr: make(chan error, 1)}
 	srv := &http.Server{
@@ -88,7 +100,8 @@ func startServer(t *testing.T, configure func(*http.Server)) *testServer {
 	if configure != nil {
 		configure(srv)
 	}
-	ts.s = New(srv, ts.tr, Options{Log: slog.New(slog.NewTextHandler(ts.log, nil))})
+	opts.Log = slog.New(slog.NewTextHandler(ts.log, nil))
+	ts.s = New(srv, ts.tr, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +314,45 @@ func TestHandoff(t *testing.T) {
 			}
 			if tc.code == 200 && ts.handled.Load() != handled+1 {
 				t.Errorf("handler answered %d, want 1", ts.handled.Load()-handled)
+			}
+		})
+	}
+}
+
+// TestQuery: a request with a query reaches the Responder only with
+// Options.Query, which sees it as net/http would (Request.Query,
+// HTTPRequest); a query that is not plain, or one the Responder
+// declines, goes to the handler as sent.
+func TestQuery(t *testing.T) {
+	off := startServer(t, nil)
+	on := startServerOpts(t, nil, Options{Query: true})
+	for _, tc := range []struct {
+		name, target string
+		ts           *testServer
+		asked        bool
+		body         string
+	}{
+		{"off", "/query?answer=me", off, false, "handler GET /query?answer=me "},
+		{"on", "/query?answer=me", on, true, "fast /query?answer=me"},
+		{"on, declined", "/query?other=1&x", on, true, "handler GET /query?other=1&x "},
+		{"on, escaped", "/query?answer=m%65", on, false, "handler GET /query?answer=m%65 "},
+		{"on, semicolon", "/query?answer=me;x", on, false, "handler GET /query?answer=me;x "},
+		{"on, empty", "/query?", on, false, "handler GET /query? "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := testenv.DialRaw(t, tc.ts.addr)
+			calls := tc.ts.tr.calls.Load()
+			rc.Send("GET " + tc.target + " HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(rc.BR, &http.Request{Method: "GET"})
+			if err != nil {
+				t.Fatalf("read answer: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || string(body) != tc.body {
+				t.Errorf("GET %s = %d %q, want 200 %q", tc.target, resp.StatusCode, body, tc.body)
+			}
+			if asked := tc.ts.tr.calls.Load() != calls; asked != tc.asked {
+				t.Errorf("Responder asked: %v, want %v", asked, tc.asked)
 			}
 		})
 	}
