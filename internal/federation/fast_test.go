@@ -17,6 +17,7 @@ import (
 
 	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/httpx/fastpath"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // fastPair serves one federator twice: handler, its Handler on net/http
@@ -124,11 +125,11 @@ func (fp *fastPair) fastCount() float64 {
 	return m.GetCounter().GetValue()
 }
 
-// TestFastPathMatchesHandler: for a warm path, the fast path's answers to
-// GET and HEAD are the handler's, status and header lines byte for byte
+// TestFastPathMatchesHandler: the fast path's answers to GET and HEAD,
+// warm or not, are the handler's, status and header lines byte for byte
 // (Date aside: field order between names carries no meaning, RFC 9110
-// §5.3, and net/http sorts them); requests it must not answer are handed
-// off and get the handler's answer.
+// §5.3, and net/http sorts them); the requests fastpath never offers and
+// the control paths are handed off and get the handler's answer.
 func TestFastPathMatchesHandler(t *testing.T) {
 	a, b, c := newFake("site-a", true), newFake("site-b", true), newFake("proxied", false)
 	for _, f := range []*fakeEP{a, b} {
@@ -156,21 +157,21 @@ func TestFastPathMatchesHandler(t *testing.T) {
 		{"warm HEAD, HTTP/1.0", "HEAD", "HEAD /atlas/f.root HTTP/1.0\r\n" + id + "\r\n", true},
 		{"warm HEAD of a proxied file", "HEAD", "HEAD /px/f HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"warm GET of a proxied file", "GET", "GET /px/f HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
-		{"query", "GET", "GET /atlas/f.root?x=1 HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"query", "GET", "GET /atlas/f.root?x=1 HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"pinned GET", "GET", "GET /atlas/f.root?lakefed.site=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"pinned GET, not the best", "GET", "GET /atlas/f.root?lakefed.site=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"pinned HEAD", "HEAD", "HEAD /atlas/f.root?lakefed.site=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"pinned GET of a proxied file", "GET", "GET /px/f?lakefed.site=proxied HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
-		{"pinned, cold in that view", "GET", "GET /px/f?lakefed.site=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"pinned to no endpoint", "GET", "GET /atlas/f.root?lakefed.site=nowhere HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"pinned to nothing", "GET", "GET /atlas/f.root?lakefed.site= HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"pinned twice", "GET", "GET /atlas/f.root?lakefed.site=site-a&lakefed.site=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"pinned and more", "GET", "GET /atlas/f.root?lakefed.site=site-b&tried=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"pinned, metalink", "GET", "GET /atlas/f.root?lakefed.site=site-a&metalink HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"pinned, cold in that view", "GET", "GET /px/f?lakefed.site=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned to no endpoint", "GET", "GET /atlas/f.root?lakefed.site=nowhere HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned to nothing", "GET", "GET /atlas/f.root?lakefed.site= HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned twice", "GET", "GET /atlas/f.root?lakefed.site=site-a&lakefed.site=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned and more", "GET", "GET /atlas/f.root?lakefed.site=site-b&tried=site-b HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"pinned, metalink", "GET", "GET /atlas/f.root?lakefed.site=site-a&metalink HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"pinned, escaped", "GET", "GET /atlas/f.root?lakefed.site=site%2Da HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"tried", "GET", "GET /atlas/f.root?tried=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"metalink query", "GET", "GET /atlas/f.root?metalink HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"metalink Accept", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\nAccept: " + httpx.MetalinkType + "\r\n" + id + "\r\n", false},
+		{"tried", "GET", "GET /atlas/f.root?tried=site-a HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"metalink query", "GET", "GET /atlas/f.root?metalink HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"metalink Accept", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\nAccept: " + httpx.MetalinkType + "\r\n" + id + "\r\n", true},
 		{"range", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\nRange: bytes=0-1\r\n" + id + "\r\n", false},
 		{"conditional GET", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\nIf-None-Match: *\r\n" + id + "\r\n", false},
 		{"conditional HEAD", "HEAD", "HEAD /atlas/f.root HTTP/1.1\r\nHost: fed\r\nIf-None-Match: *\r\n" + id + "\r\n", false},
@@ -178,9 +179,10 @@ func TestFastPathMatchesHandler(t *testing.T) {
 		{"debug", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\nX-Lakefed-Debug: 1\r\n" + id + "\r\n", false},
 		{"hops", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\n" + httpx.HopsHeader + ": 1\r\n" + id + "\r\n", false},
 		{"credentials", "GET", "GET /atlas/f.root HTTP/1.1\r\nHost: fed\r\nAuthorization: Bearer x\r\n" + id + "\r\n", false},
-		{"not clean", "GET", "GET /atlas//f.root HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"directory", "HEAD", "HEAD /atlas/dir HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
-		{"missing", "GET", "GET /missing HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
+		{"not clean", "GET", "GET /atlas//f.root HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"directory GET", "GET", "GET /atlas/dir HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"directory", "HEAD", "HEAD /atlas/dir HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
+		{"missing", "GET", "GET /missing HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", true},
 		{"control path", "GET", "GET /api/health HTTP/1.1\r\nHost: fed\r\n" + id + "\r\n", false},
 		{"PUT", "PUT", "PUT /atlas/new HTTP/1.1\r\nHost: fed\r\nContent-Length: 0\r\n" + id + "\r\n", false},
 	}
@@ -202,24 +204,28 @@ func TestFastPathMatchesHandler(t *testing.T) {
 	}
 }
 
-// TestFastPathColdIsHandedOff: the first request for a path needs a
-// look-up, which only the handler makes; the next is answered on the fast
-// path with the same answer.
-func TestFastPathColdIsHandedOff(t *testing.T) {
+// TestFastPathColdKeepsTheConnection: the first request for a path needs
+// a look-up, which the handler makes through the fast path's Writer; the
+// next, on the same connection, is answered from warm metadata with the
+// same answer. Neither is handed to net/http.
+func TestFastPathColdKeepsTheConnection(t *testing.T) {
 	a := newFake("site-a", true)
 	a.put("/f", []byte("data"))
 	fp := startFastPair(t, cfgYAML(slowHealth, ep("site-a")), a)
+	rc := testenv.DialRaw(t, fp.fast)
 	req := "GET /f HTTP/1.1\r\nHost: fed\r\nX-Request-ID: one\r\n\r\n"
-	cold := exchange(t, fp.fast, "GET", req)
-	if n := fp.fastCount(); n != 0 {
-		t.Errorf("fast path answered the cold request (%v)", n)
-	}
-	warm := exchange(t, fp.fast, "GET", req)
+	rc.Send(req)
+	cold, _ := rc.Read("GET")
 	if n := fp.fastCount(); n != 1 {
-		t.Errorf("fast path answered %v of the warm request, want 1", n)
+		t.Errorf("fast path answered %v of the cold request, want 1", n)
 	}
-	if cold.String() != warm.String() || !strings.HasPrefix(cold.status, "HTTP/1.1 302 ") {
-		t.Errorf("cold answer:\n%s\nwarm answer:\n%s", cold, warm)
+	rc.Send(req)
+	warm, _ := rc.Read("GET")
+	if n := fp.fastCount(); n != 2 {
+		t.Errorf("fast path answered %v of the two requests on one connection, want 2", n)
+	}
+	if cold.StatusCode != http.StatusFound || warm.StatusCode != http.StatusFound || cold.Header.Get("Location") != warm.Header.Get("Location") {
+		t.Errorf("cold answer %d %q, warm answer %d %q; want the same 302", cold.StatusCode, cold.Header.Get("Location"), warm.StatusCode, warm.Header.Get("Location"))
 	}
 }
 

@@ -1,8 +1,8 @@
 package server
 
 // The front listener's fast path (package fastpath): on a plain listener
-// whose chain would not change the answer, the federator's warm GET
-// redirects and warm HEADs (federation.FastResponder) are answered
+// whose chain would not change the answer, the federator's GETs and
+// HEADs of the namespace (federation.FastResponder) are answered
 // without net/http.
 //
 // The rule is the simplest that is correct: the fast path is used only

@@ -19,27 +19,34 @@ import (
 // out but for Date, with the fields every fast answer carries (Date,
 // X-Request-Id, Connection).
 //
+// A body with no Content-Length that outgrows the buffer (or is flushed)
+// goes out in chunks (RFC 9112 §7.1), as net/http sends it, so that the
+// connection stays open and a body cut short is told from a whole one;
+// to an HTTP/1.0 client, which cannot read chunks, it goes out delimited
+// by the connection's end (RFC 9112 §6.3), as net/http does too.
+//
 // What it does not do as net/http does: informational (1xx) answers are
-// dropped; a body with no Content-Length that outgrows the buffer (or is
-// flushed) goes out delimited by the connection's end (RFC 9112 §6.3),
-// which closes after it, not chunked; the handler's Date, Connection,
-// Transfer-Encoding and X-Request-Id fields are replaced by the fast
-// path's own.
+// dropped; the chunks are the handler's writes, not net/http's buffer's;
+// the handler's Date, Connection, Transfer-Encoding and X-Request-Id
+// fields are replaced by the fast path's own.
 //
 // Its framing is exact: a body shorter than its Content-Length, because
 // the handler returned or panicked early or a write failed, closes the
 // connection after it (RFC 9112 §6.3: the client then sees an
 // incomplete message), never a short answer that looks whole followed by
 // the next one on a kept connection; Write refuses bytes beyond the
-// Content-Length (http.ErrContentLength).
+// Content-Length (http.ErrContentLength). A chunked body gets its last
+// chunk only from End after a handler that did not Abort, so a handler
+// that stopped early leaves it incomplete too.
 type Writer struct {
-	a      *Answer
-	h      http.Header
-	length int64  // the body's Content-Length; -1 while unknown
-	held   []byte // body bytes held while the length is unknown
-	sent   bool   // the head is in the write buffer
-	ended  bool   // End was called
-	err    error  // the first write error; the answer is broken
+	a       *Answer
+	h       http.Header
+	length  int64  // the body's Content-Length; -1 while unknown
+	held    []byte // body bytes held while the length is unknown
+	sent    bool   // the head is in the write buffer
+	chunked bool   // the body goes in chunks
+	ended   bool   // End was called
+	err     error  // the first write error; the answer is broken
 }
 
 // holdMax is how much body a handler may write without a Content-Length
@@ -105,7 +112,8 @@ func (w *Writer) Write(p []byte) (int, error) {
 			w.held = append(w.held, p...)
 			return len(p), nil
 		}
-		// Too much to hold: the body runs to the connection's end.
+		// Too much to hold: the body goes in chunks (or, to HTTP/1.0,
+		// runs to the connection's end).
 		w.sendHead(true, p)
 	}
 	if w.err != nil {
@@ -115,6 +123,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 		// As net/http: a HEAD's body is dropped, once it gave the
 		// Content-Type and the length.
 		return len(p), nil
+	}
+	if w.chunked {
+		return w.writeChunk(p)
 	}
 	var over bool
 	if w.length >= 0 && int64(len(p)) > w.length-a.sent {
@@ -131,6 +142,38 @@ func (w *Writer) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// writeChunk sends p as one chunk (none when p is empty: a chunk of size
+// 0 is the last).
+func (w *Writer) writeChunk(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	a := w.a
+	var size [20]byte
+	b := strconv.AppendInt(size[:0], int64(len(p)), 16)
+	b = append(b, "\r\n"...)
+	if _, err := a.c.bw.Write(b); err != nil {
+		w.fail(err)
+		return 0, err
+	}
+	n, err := a.c.bw.Write(p)
+	a.sent += int64(n)
+	if err == nil {
+		_, err = a.c.bw.WriteString("\r\n")
+	}
+	if err != nil {
+		w.fail(err)
+		return n, err
+	}
+	return n, nil
+}
+
+// Abort marks the answer cut short, as a handler's panic with
+// http.ErrAbortHandler does on net/http: End then sends no last chunk,
+// and the connection closes after what was sent. A Responder that
+// recovers such a panic calls it before End.
+func (w *Writer) Abort() { w.a.broken = true }
 
 // Spliceable reports whether Splice can move this answer's body: the
 // connection is TCP and the request a GET. A handler asks before it
@@ -180,8 +223,7 @@ func (w *Writer) Flush() {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.sent {
-		// Without a length the body now runs to the connection's end
-		// (net/http would chunk it from here on).
+		// Without a length the body now goes in chunks.
 		w.sendHead(w.length < 0, nil)
 	}
 	if w.err != nil {
@@ -201,8 +243,8 @@ func (w *Writer) fail(err error) {
 }
 
 // sendHead writes the head to the write buffer, with the body held so
-// far; open: the body's length is not known, it runs to the
-// connection's end. first is the body's first bytes when none are held,
+// far; open: the body's length is not known, it goes in chunks (to
+// HTTP/1.0, it runs to the connection's end). first is the body's first bytes when none are held,
 // for the Content-Type net/http sniffs when the handler set none.
 func (w *Writer) sendHead(open bool, first []byte) {
 	a := w.a
@@ -236,12 +278,24 @@ func (w *Writer) sendHead(open bool, first []byte) {
 		// GET would get (none when it set none).
 		length = -1
 	}
-	b := a.finishHead(length, open && body)
-	if body {
-		b = append(b, w.held...)
-		a.sent = int64(len(w.held))
+	w.chunked = open && body && !a.c.req.http10
+	if w.chunked {
+		a.b = append(a.b, "Transfer-Encoding: chunked\r\n"...)
 	}
+	b := a.finishHead(length, open && body && !w.chunked)
 	if _, err := a.c.bw.Write(b); err != nil {
+		w.fail(err)
+		return
+	}
+	if !body {
+		return
+	}
+	if w.chunked {
+		w.writeChunk(w.held)
+		return
+	}
+	a.sent = int64(len(w.held))
+	if _, err := a.c.bw.Write(w.held); err != nil {
 		w.fail(err)
 	}
 }
@@ -269,5 +323,10 @@ func (w *Writer) End() {
 	}
 	if w.length >= 0 && !a.c.req.Head && bodyAllowed(a.status) && a.sent != w.length {
 		a.broken = true
+	}
+	if w.chunked && !a.broken {
+		if _, err := a.c.bw.WriteString("0\r\n\r\n"); err != nil {
+			w.fail(err)
+		}
 	}
 }

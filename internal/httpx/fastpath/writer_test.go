@@ -76,8 +76,16 @@ func (writerResponder) Respond(a *Answer, req *Request) bool {
 		if n, err := io.WriteString(w, "12345"); n != 3 || err != http.ErrContentLength {
 			panic("Write past the Content-Length: " + strconv.Itoa(n))
 		}
-	case "/big": // no length, more than the Writer holds: runs to the end
+	case "/big": // no length, more than the Writer holds: in chunks
 		w.Write([]byte(strings.Repeat("b", 3*holdMax)))
+		w.Write([]byte("end"))
+	case "/big-aborted": // the same, cut short as ServeContent cuts it
+		w.Write([]byte(strings.Repeat("b", 3*holdMax)))
+		panic(http.ErrAbortHandler)
+	case "/flushed-aborted": // flushed, then cut short by a Responder that recovers
+		io.WriteString(w, "abc")
+		w.Flush()
+		w.Abort()
 	case "/splice":
 		w.Header().Set("Content-Length", "10")
 		w.WriteHeader(http.StatusOK)
@@ -213,10 +221,12 @@ func TestWriterMatchesNetHTTP(t *testing.T) {
 
 // TestWriterFraming: a body shorter than its Content-Length (the handler
 // returned or aborted early) closes the connection after it; bytes past
-// it are refused; a body with no length that outgrows the buffer runs to
-// the connection's end; spliced bytes count for the framing; a whole
-// answer keeps the connection for the next request; a Responder that
-// declines having set a header only hands off.
+// it are refused; a body with no length that outgrows the buffer goes in
+// chunks and keeps the connection, or, cut short, lacks its last chunk
+// and closes it; to HTTP/1.0 it runs to the connection's end; spliced
+// bytes count for the framing; a whole answer keeps the connection for
+// the next request; a Responder that declines having set a header only
+// hands off.
 func TestWriterFraming(t *testing.T) {
 	_, fast := startWriterPair(t)
 	ts := &testServer{addr: fast}
@@ -224,14 +234,15 @@ func TestWriterFraming(t *testing.T) {
 		target string
 		body   string
 		broken bool // the body is cut and the connection closed
-		closes bool // the connection closes after a whole answer
 	}{
-		{"/short", "12345", true, false},
-		{"/aborted", "123", true, false},
-		{"/too-long", "123", false, false},
-		{"/big", strings.Repeat("b", 3*holdMax), false, true},
-		{"/splice", "0123456789", false, false},
-		{"/length", "hello world", false, false},
+		{"/short", "12345", true},
+		{"/aborted", "123", true},
+		{"/too-long", "123", false},
+		{"/big", strings.Repeat("b", 3*holdMax) + "end", false},
+		{"/big-aborted", strings.Repeat("b", 3*holdMax), true},
+		{"/flushed-aborted", "abc", true},
+		{"/splice", "0123456789", false},
+		{"/length", "hello world", false},
 	} {
 		rc := testenv.DialRaw(t, ts.addr)
 		rc.Send("GET " + tc.target + " HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -243,10 +254,10 @@ func TestWriterFraming(t *testing.T) {
 		if string(body) != tc.body || (err != nil) != tc.broken {
 			t.Errorf("%s: body %q, %v; want %q, broken %v", tc.target, body, err, tc.body, tc.broken)
 		}
-		if tc.closes && (resp.ContentLength != -1 || !resp.Close) {
-			t.Errorf("%s: Content-Length %d, close %v; want a body to the connection's end", tc.target, resp.ContentLength, resp.Close)
+		if strings.HasPrefix(tc.target, "/big") && !slices.Equal(resp.TransferEncoding, []string{"chunked"}) {
+			t.Errorf("%s: Transfer-Encoding %q; want chunked", tc.target, resp.TransferEncoding)
 		}
-		if tc.broken || tc.closes {
+		if tc.broken {
 			if closed, _ := rc.Closed(5 * time.Second); !closed {
 				t.Errorf("%s: connection left open", tc.target)
 			}
@@ -257,7 +268,20 @@ func TestWriterFraming(t *testing.T) {
 			t.Errorf("%s: the next answer on the connection = %d %q", tc.target, resp.StatusCode, body)
 		}
 	}
+	// HTTP/1.0 cannot read chunks: the body runs to the connection's end.
 	rc := testenv.DialRaw(t, ts.addr)
+	rc.Send("GET /big HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+	resp, err := http.ReadResponse(rc.BR, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := io.ReadAll(resp.Body); err != nil || len(body) != 3*holdMax+3 || resp.ContentLength != -1 || !resp.Close {
+		t.Errorf("/big to HTTP/1.0: %d bytes, %v, Content-Length %d, close %v; want the body to the connection's end", len(body), err, resp.ContentLength, resp.Close)
+	}
+	if closed, _ := rc.Closed(5 * time.Second); !closed {
+		t.Errorf("/big to HTTP/1.0: connection left open")
+	}
+	rc = testenv.DialRaw(t, ts.addr)
 	rc.Send("GET /declined HTTP/1.1\r\nHost: x\r\n\r\n")
 	if resp, body := rc.Read("GET"); body != "handed off" || resp.Header.Get("X-Begun") != "" {
 		t.Errorf("declined: %q, X-Begun %q; want the handler's answer alone", body, resp.Header.Get("X-Begun"))
