@@ -4,37 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
-}
 
 // spliced moves what is left of sp's range to a socket, as the root://
 // door does, and returns the bytes that came out at the other end.
 func spliced(t *testing.T, sp endpoint.Splicer) ([]byte, error) {
-	src, dst := tcpPair(t)
+	src, dst := testenv.TCPPair(t)
 	got := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(dst); got <- b }()
 	var err error
@@ -96,7 +76,7 @@ func TestNamespaceReaderSeeksAndSplices(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Half of the rest from site-a, then site-a dies.
-	src, dst := tcpPair(t)
+	src, dst := testenv.TCPPair(t)
 	out := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(dst); out <- b }()
 	sp := rc.(endpoint.Splicer)

@@ -100,3 +100,24 @@ func (rc *RawConn) EOF() bool {
 	_, err := rc.BR.ReadByte()
 	return err == io.EOF
 }
+
+// TCPPair returns the two ends of a loopback TCP connection, closed when
+// the test ends: a socket to splice to or from.
+func TCPPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}

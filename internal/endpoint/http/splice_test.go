@@ -38,26 +38,6 @@ func TestStorageSpliceWanted(t *testing.T) {
 	})
 }
 
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
-}
-
 // spliceAll moves what is left of sp's range to dst, as the root://
 // door does, and returns the bytes moved.
 func spliceAll(sp endpoint.Splicer, dst *net.TCPConn) (int64, error) {
@@ -111,7 +91,7 @@ func TestSplice(t *testing.T) {
 		if _, err := io.ReadFull(rc, head); err != nil {
 			t.Fatalf("Open(%v): Read: %v", rg, err)
 		}
-		src, dst := tcpPair(t)
+		src, dst := testenv.TCPPair(t)
 		got := make(chan []byte, 1)
 		go func() { b, _ := io.ReadAll(dst); got <- b }()
 		n, err := spliceAll(sp, src)
@@ -185,7 +165,7 @@ func TestSpliceRedirectAndShortBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, dst := tcpPair(t)
+	src, dst := testenv.TCPPair(t)
 	got := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(dst); got <- b }()
 	n, err := spliceAll(rc.(endpoint.Splicer), src)
@@ -200,7 +180,7 @@ func TestSpliceRedirectAndShortBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	src, dst = tcpPair(t)
+	src, dst = testenv.TCPPair(t)
 	go func() { _, _ = io.Copy(io.Discard, dst) }()
 	close(short)
 	n, err = spliceAll(rc.(endpoint.Splicer), src)

@@ -69,7 +69,7 @@ func testSplice(t *testing.T, srv *testenv.S3Server) {
 		if tc.n >= 0 {
 			want = want[:tc.n]
 		}
-		src, dst := tcpPair(t)
+		src, dst := testenv.TCPPair(t)
 		out := make(chan []byte, 1)
 		go func() { b, _ := io.ReadAll(dst); out <- b }()
 		spliced, err := forward(rc, src)
@@ -108,24 +108,4 @@ func forward(rc io.Reader, dst *net.TCPConn) (int64, error) {
 	}
 	_, err := io.Copy(dst, rc)
 	return spliced, err
-}
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
 }

@@ -10,27 +10,8 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
-}
 
 // forward moves what is left of rc's range to dst as a proxy that
 // splices does: by SpliceTo what Ready offers, by Read what it does not
@@ -75,7 +56,7 @@ func spliceRead(t *testing.T, e *Endpoint, p string, off, n int64) (got []byte, 
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	src, dst := tcpPair(t)
+	src, dst := testenv.TCPPair(t)
 	out := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(dst); out <- b }()
 	err = within(t, hangBound, func() error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/testenv"
 )
 
 // A connection of its own to a near server has a fixed receive buffer
@@ -105,7 +105,7 @@ func TestRoundTripper(t *testing.T) {
 		if _, err := io.ReadFull(o, head); err != nil {
 			t.Fatal(err)
 		}
-		src, dst := tcpPair(t)
+		src, dst := testenv.TCPPair(t)
 		out := make(chan []byte, 1)
 		go func() { b, _ := io.ReadAll(dst); out <- b }()
 		var n int64
@@ -131,24 +131,4 @@ func TestRoundTripper(t *testing.T) {
 			t.Errorf("%s: Read after the body = %d, %v; want io.EOF", tc.name, m, err)
 		}
 	}
-}
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
 }
