@@ -312,6 +312,23 @@ func (r *directReader) fail(err error) error {
 }
 
 // Read returns the next bytes of the range.
+// upNext is the request whose answer comes next, the window filled
+// first; io.EOF when the range is read, the reader's error once it
+// failed.
+func (r *directReader) upNext() (*directReq, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if err := r.fill(); err != nil {
+		return nil, r.fail(err)
+	}
+	if len(r.inflight) == 0 {
+		r.err = io.EOF
+		return nil, io.EOF
+	}
+	return r.inflight[0], nil
+}
+
 func (r *directReader) Read(p []byte) (int, error) {
 	if r.closed {
 		return 0, opErr("read", r.p, fmt.Errorf("reader closed"))
@@ -320,17 +337,10 @@ func (r *directReader) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	for {
-		if r.err != nil {
-			return 0, r.err
+		q, err := r.upNext()
+		if err != nil {
+			return 0, err
 		}
-		if err := r.fill(); err != nil {
-			return 0, r.fail(err)
-		}
-		if len(r.inflight) == 0 {
-			r.err = io.EOF
-			return 0, io.EOF
-		}
-		q := r.inflight[0]
 		if len(q.stash) > 0 {
 			n := copy(p, q.stash)
 			q.stash = q.stash[n:]
@@ -430,17 +440,10 @@ func (r *directReader) Ready() (int64, error) {
 		return 0, endpoint.ErrNoSplice
 	}
 	for {
-		if r.err != nil {
-			return 0, r.err
+		q, err := r.upNext()
+		if err != nil {
+			return 0, err
 		}
-		if err := r.fill(); err != nil {
-			return 0, r.fail(err)
-		}
-		if len(r.inflight) == 0 {
-			r.err = io.EOF
-			return 0, io.EOF
-		}
-		q := r.inflight[0]
 		switch {
 		case len(q.stash) > 0:
 			return 0, endpoint.ErrNoSplice
