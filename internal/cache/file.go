@@ -100,9 +100,9 @@ type file struct {
 	adlerOK []bool
 	present int64 // blocks present
 	bytes   int64 // bytes of the blocks present
-	// filling maps a block being fetched to the channel closed when its
-	// fetch ends (present or failed).
-	filling map[int64]chan struct{}
+	// filling maps a block being fetched to its slot, whose channel is
+	// closed when the fetch ends (present or failed).
+	filling map[int64]*slot
 	// prefetched marks blocks fetched ahead of any reader, until read.
 	prefetched map[int64]bool
 	fillErr    error // why the last fill that failed did
@@ -121,7 +121,7 @@ func newFile(dir, p string) *file {
 	return &file{
 		path: p, key: k,
 		base:       filepath.Join(dir, "data", k[:2], k),
-		filling:    map[int64]chan struct{}{},
+		filling:    map[int64]*slot{},
 		prefetched: map[int64]bool{},
 		lastUse:    time.Now(),
 	}

@@ -415,6 +415,10 @@ type rangeReader struct {
 	ctx   context.Context
 	seq   bool
 	bp    *[]byte
+	// held is block heldAt as a fill handed it to this reader, until
+	// copied.
+	held   *blockBuf
+	heldAt int64
 	// origin is the uncached stream of a bypassed range, and its offset;
 	// streamed says the answer used one already.
 	origin    io.ReadCloser
@@ -426,6 +430,7 @@ func (rd *rangeReader) close() {
 	if rd.bp != nil {
 		rd.c.bufs.Put(rd.bp)
 	}
+	rd.c.release(rd.held)
 	if rd.origin != nil {
 		rd.origin.Close()
 	}
@@ -454,7 +459,12 @@ func (rd *rangeReader) prepare(rg httpx.Range) error {
 	return err
 }
 
+// await makes block i ready; waited says it was not on disk when asked
+// for. The bytes a fill handed over are kept in rd.held.
 func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
+	if rd.held != nil && rd.heldAt == i {
+		return true, nil
+	}
 	f := rd.f
 	f.mu.Lock()
 	have := f.epoch == rd.epoch && f.have[i]
@@ -462,7 +472,12 @@ func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
 	if have {
 		return false, nil
 	}
-	return true, rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last))
+	bb, err := rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last))
+	if bb != nil {
+		rd.c.release(rd.held)
+		rd.held, rd.heldAt = bb, i
+	}
+	return true, err
 }
 
 func (rd *rangeReader) openOrigin(off, end int64) error {
@@ -540,7 +555,12 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 			// A block shorter than its version says: never loop on it.
 			return fmt.Errorf("cache: %s: block %d has %d bytes, want more than %d", f.path, i, len(b), lo)
 		}
-		if _, err := w.Write(b[lo:hi]); err != nil {
+		_, err = w.Write(b[lo:hi])
+		if rd.held != nil && rd.heldAt == i {
+			rd.c.release(rd.held)
+			rd.held = nil
+		}
+		if err != nil {
 			return err
 		}
 		n := float64(hi - lo)
@@ -562,13 +582,27 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 
 var errCorrupt = errors.New("cache: block corrupt on disk")
 
-// block returns block i of the epoch, checked: from RAM, else read from
-// disk and its CRC-32C compared with the one recorded when it was
-// filled. A mismatch forgets the block and returns errCorrupt. whole
-// says the reader takes the whole block (a stream): such blocks are not
-// kept in RAM, which is for the small reads that come back.
+// block returns block i of the epoch, checked: as the fill handed it
+// over, or from RAM, else read from disk and its CRC-32C compared with
+// the one recorded when it was filled. A mismatch forgets the block and
+// returns errCorrupt. whole says the reader takes the whole block (a
+// stream): such blocks are not kept in RAM, which is for the small
+// reads that come back.
 func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
 	c, f := rd.c, rd.f
+	if rd.held != nil && rd.heldAt == i {
+		f.mu.Lock()
+		same := f.epoch == rd.epoch && !f.gone
+		f.mu.Unlock()
+		if !same {
+			return nil, errChanged
+		}
+		c.m.handedBytes.Add(float64(len(rd.held.b)))
+		if c.ram != nil && !whole {
+			c.ram.put(f.key, rd.epoch, i, rd.held.b)
+		}
+		return rd.held.b, nil
+	}
 	if c.ram != nil {
 		if b := c.ram.get(f.key, rd.epoch, i); b != nil {
 			return b, nil
@@ -592,6 +626,7 @@ func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.m.diskReadBytes.Add(float64(len(b)))
 	if !ok {
 		c.corrupt(f, rd.epoch, i)
 		return nil, errCorrupt
