@@ -30,17 +30,23 @@ const fillRetries = 3
 
 // slot is one block being fetched. Its fill closes done when the fetch
 // ends (present or failed), and hands the block's bytes to the readers
-// waiting on it then, so that they need not read back from disk what
-// the fill has just written.
+// that claimed it, so that they need not read back from disk what the
+// fill has just written.
 type slot struct {
 	done chan struct{}
-	// waiters counts the readers waiting on done; buf is the block, set
-	// before done is closed, with a reference for each of them, when
-	// the fill recorded it in its epoch. Both are guarded by the file's
-	// mu.
+	// waiters counts the readers that claimed the block (they wait for
+	// it, or will read it next); buf is the block, set before done is
+	// closed, with a reference for each of them, when the fill recorded
+	// it in its epoch. Both are guarded by the file's mu. A claim ends
+	// once, by collect.
 	waiters int
 	buf     *blockBuf
 }
+
+// maxClaims bounds the blocks a reader claims beyond the one it waits
+// for: a fill faster than its reader keeps that many blocks for it in
+// memory, rather than have the reader read them back from disk.
+const maxClaims = 8
 
 // blockBuf is a block's bytes shared by the readers a fill handed it to;
 // the last to release it returns the buffer to the pool. Its bytes are
@@ -64,10 +70,12 @@ func (c *Cache) release(bb *blockBuf) {
 // wants, plus the prefetch of a sequential reader). When the reader
 // waited for the fill that recorded the block, it also gets the block's
 // bytes (bb, checked and of the epoch: the caller releases it);
-// otherwise bb is nil and the block is read from disk. It returns
-// errBypass when the block cannot be filled now, errChanged when the
-// epoch is gone.
-func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64) (bb *blockBuf, err error) {
+// otherwise bb is nil and the block is read from disk. The blocks being
+// fetched after i, up to maxClaims of them within ahead, are claimed
+// into claims (those not claimed already), for the reader to collect.
+// It returns errBypass when the block cannot be filled now, errChanged
+// when the epoch is gone.
+func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64, claims map[int64]*slot) (bb *blockBuf, err error) {
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()
 		if f.epoch != epoch || f.gone {
@@ -96,26 +104,60 @@ func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64
 			return nil, errBypass
 		}
 		s.waiters++
+		claimLocked(f, i, ahead, claims)
 		f.mu.Unlock()
+		if bb, err = c.collect(ctx, f, s); err != nil || bb != nil {
+			return bb, err
+		}
+	}
+}
+
+// claimLocked claims, into claims, the blocks after i being fetched, up
+// to maxClaims of them within ahead, that are not claimed already.
+func claimLocked(f *file, i, ahead int64, claims map[int64]*slot) {
+	for j := i + 1; j <= min(ahead, i+maxClaims); j++ {
+		if s := f.filling[j]; s != nil && claims[j] == nil {
+			s.waiters++
+			claims[j] = s
+		}
+	}
+}
+
+// collect ends a claim on s: it waits for the fetch to end, and returns
+// the block's bytes when the fill handed them over (the caller releases
+// them), else nil. It returns ctx's error, the claim ended, when ctx is
+// done first.
+func (c *Cache) collect(ctx context.Context, f *file, s *slot) (*blockBuf, error) {
+	var err error
+	select {
+	case <-s.done:
+	default:
 		c.m.waits.Inc()
-		var cerr error
 		select {
 		case <-s.done:
 		case <-ctx.Done():
-			cerr = ctx.Err()
-		}
-		f.mu.Lock()
-		s.waiters--
-		bb = s.buf
-		f.mu.Unlock()
-		if cerr != nil {
-			c.release(bb)
-			return nil, cerr
-		}
-		if bb != nil {
-			return bb, nil
+			err = ctx.Err()
 		}
 	}
+	f.mu.Lock()
+	s.waiters--
+	bb := s.buf
+	f.mu.Unlock()
+	if err != nil {
+		c.release(bb)
+		return nil, err
+	}
+	return bb, nil
+}
+
+// unclaim ends a claim on s that the reader will not collect, without
+// waiting.
+func (c *Cache) unclaim(f *file, s *slot) {
+	f.mu.Lock()
+	s.waiters--
+	bb := s.buf
+	f.mu.Unlock()
+	c.release(bb)
 }
 
 // startRunsLocked starts fills for the blocks from i to ahead that are
@@ -138,7 +180,7 @@ func (c *Cache) startRunsLocked(f *file, i, ahead int64) {
 			c.m.fillsRefused.Inc()
 			return // every slot taken: the reader of block i bypasses
 		}
-		d, err := os.OpenFile(f.dataPath(), os.O_WRONLY, 0)
+		d, dd, err := c.openData(f.dataPath())
 		if err != nil {
 			<-c.fills
 			c.log.Warn("cache: cannot open a data file to fill it", "path", f.path, "err", err)
@@ -149,7 +191,7 @@ func (c *Cache) startRunsLocked(f *file, i, ahead int64) {
 			slots[k] = &slot{done: make(chan struct{})}
 			f.filling[b+int64(k)] = slots[k]
 		}
-		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, slots: slots, d: d, reader: i}
+		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, slots: slots, d: d, direct: dd, reader: i}
 		c.wg.Go(func() { c.fill(r) })
 		b = last
 	}
@@ -163,7 +205,35 @@ type run struct {
 	first, last int64
 	slots       []*slot
 	d           *os.File
-	reader      int64 // the block the reader that started it waits for
+	direct      *os.File // d opened for direct I/O; nil: none
+	reader      int64    // the block the reader that started it waits for
+}
+
+// openData opens a data file for a fill: d, and direct, the same file
+// for direct I/O when the cache writes that way.
+func (c *Cache) openData(p string) (d, direct *os.File, err error) {
+	d, err = os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil || !c.direct {
+		return d, nil, err
+	}
+	direct, err = os.OpenFile(p, os.O_WRONLY|oDirect, 0)
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return d, direct, nil
+}
+
+// write writes block i: with direct I/O when the run has it and the
+// block is whole multiples of dioAlign (every one but a short last),
+// else through the page cache.
+func (r *run) write(b []byte, i int64) error {
+	w := r.d
+	if r.direct != nil && len(b)%dioAlign == 0 {
+		w = r.direct
+	}
+	_, err := w.WriteAt(b, i*r.hdr.Block)
+	return err
 }
 
 // fill reads the run's blocks from the origin, writes each to the data
@@ -175,6 +245,9 @@ func (c *Cache) fill(r *run) {
 	var err error
 	defer func() {
 		r.d.Close()
+		if r.direct != nil {
+			r.direct.Close()
+		}
 		<-c.fills
 		f.mu.Lock()
 		if f.epoch == r.epoch {
@@ -251,7 +324,7 @@ func (c *Cache) fill(r *run) {
 		ah := httpx.NewAdler32()
 		ah.Write(b)
 		adler := ah.Sum32() // combined into the file's at completion: no re-read to verify it
-		if _, werr := r.d.WriteAt(b, next*hdr.Block); werr != nil {
+		if werr := r.write(b, next); werr != nil {
 			c.m.diskErrors.Inc()
 			c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
 			err = fmt.Errorf("%w: %w", errBypass, werr)

@@ -196,3 +196,29 @@ func TestChangeMidFillNeverHandsOtherVersion(t *testing.T) {
 		t.Errorf("GET of the old version ended with %d bytes, err %v; want it broken off, its version gone", len(a.body), a.err)
 	}
 }
+
+// A reader that falls behind its fill (its client reads nothing until
+// the fill has the whole file) still reads none of it back from disk:
+// it claimed the blocks of its window before the fill had them.
+func TestSlowReaderHandedOver(t *testing.T) {
+	o := startOrigin(t)
+	const blocks = 9 // the block waited for, and as many claimed as may be
+	data := random(blocks*block, 74)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1}, o.ep)
+	resp, err := http.Get(n.URL + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	testenv.Eventually(t, 10*time.Second, "the fill has the whole file", func() bool {
+		return metric(t, n.URL+"/metrics", "lakefed_cache_origin_bytes_total") == int64(len(data))
+	})
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("GET = %d bytes, %v; want the file", len(b), err)
+	}
+	if d := metric(t, n.URL+"/metrics", "lakefed_cache_disk_read_bytes_total"); d != 0 {
+		t.Errorf("a reader behind its fill read %d bytes back from disk, want 0", d)
+	}
+}

@@ -415,10 +415,11 @@ type rangeReader struct {
 	ctx   context.Context
 	seq   bool
 	bp    *[]byte
-	// held is block heldAt as a fill handed it to this reader, until
-	// copied.
-	held   *blockBuf
-	heldAt int64
+	// held are blocks as fills handed them to this reader, until
+	// copied; claims are blocks being fetched that it claimed, until it
+	// collects them (or closes).
+	held   map[int64]*blockBuf
+	claims map[int64]*slot
 	// origin is the uncached stream of a bypassed range, and its offset;
 	// streamed says the answer used one already.
 	origin    io.ReadCloser
@@ -430,7 +431,12 @@ func (rd *rangeReader) close() {
 	if rd.bp != nil {
 		rd.c.bufs.Put(rd.bp)
 	}
-	rd.c.release(rd.held)
+	for _, s := range rd.claims {
+		rd.c.unclaim(rd.f, s)
+	}
+	for _, bb := range rd.held {
+		rd.c.release(bb)
+	}
 	if rd.origin != nil {
 		rd.origin.Close()
 	}
@@ -460,10 +466,33 @@ func (rd *rangeReader) prepare(rg httpx.Range) error {
 }
 
 // await makes block i ready; waited says it was not on disk when asked
-// for. The bytes a fill handed over are kept in rd.held.
+// for, or was claimed while being fetched. The bytes a fill handed over
+// are kept in rd.held.
 func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
-	if rd.held != nil && rd.heldAt == i {
+	if rd.held[i] != nil {
 		return true, nil
+	}
+	if rd.claims == nil {
+		rd.held, rd.claims = map[int64]*blockBuf{}, map[int64]*slot{}
+	}
+	if s := rd.claims[i]; s != nil {
+		delete(rd.claims, i)
+		// The window moves on: the reader claims the blocks after this
+		// one before the fill has them.
+		rd.f.mu.Lock()
+		if rd.f.epoch == rd.epoch {
+			claimLocked(rd.f, i, rd.ahead(last), rd.claims)
+		}
+		rd.f.mu.Unlock()
+		bb, err := rd.c.collect(rd.ctx, rd.f, s)
+		if err != nil {
+			return true, err
+		}
+		if bb != nil {
+			rd.held[i] = bb
+			return true, nil
+		}
+		// Not filled by that fetch: on disk, or to fetch again.
 	}
 	f := rd.f
 	f.mu.Lock()
@@ -472,10 +501,9 @@ func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
 	if have {
 		return false, nil
 	}
-	bb, err := rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last))
+	bb, err := rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last), rd.claims)
 	if bb != nil {
-		rd.c.release(rd.held)
-		rd.held, rd.heldAt = bb, i
+		rd.held[i] = bb
 	}
 	return true, err
 }
@@ -556,9 +584,9 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 			return fmt.Errorf("cache: %s: block %d has %d bytes, want more than %d", f.path, i, len(b), lo)
 		}
 		_, err = w.Write(b[lo:hi])
-		if rd.held != nil && rd.heldAt == i {
-			rd.c.release(rd.held)
-			rd.held = nil
+		if bb := rd.held[i]; bb != nil {
+			delete(rd.held, i)
+			rd.c.release(bb)
 		}
 		if err != nil {
 			return err
@@ -590,18 +618,18 @@ var errCorrupt = errors.New("cache: block corrupt on disk")
 // reads that come back.
 func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
 	c, f := rd.c, rd.f
-	if rd.held != nil && rd.heldAt == i {
+	if bb := rd.held[i]; bb != nil {
 		f.mu.Lock()
 		same := f.epoch == rd.epoch && !f.gone
 		f.mu.Unlock()
 		if !same {
 			return nil, errChanged
 		}
-		c.m.handedBytes.Add(float64(len(rd.held.b)))
+		c.m.handedBytes.Add(float64(len(bb.b)))
 		if c.ram != nil && !whole {
-			c.ram.put(f.key, rd.epoch, i, rd.held.b)
+			c.ram.put(f.key, rd.epoch, i, bb.b)
 		}
-		return rd.held.b, nil
+		return bb.b, nil
 	}
 	if c.ram != nil {
 		if b := c.ram.get(f.key, rd.epoch, i); b != nil {
