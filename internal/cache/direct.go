@@ -21,11 +21,14 @@ func alignedBuf(n int64) []byte {
 
 // directWrites reports whether fills in dir can write their blocks with
 // direct I/O: the file system takes it (tmpfs refuses it) and blocks are
-// whole multiples of dioAlign. A fill then costs the disk's time, not a
-// copy into the page cache and its later writeback: on a disk that
-// writes faster than the page cache takes dirty pages from a busy CPU,
-// the copy was what bounded a cold miss. Readers of the block just
-// written are handed the fill's buffer instead of reading it back.
+// whole multiples of dioAlign. A block written so costs the disk's time
+// and almost no CPU; written through the page cache, the copy into it
+// was most of a cold miss's CPU (on 2 shared cores, the cold miss ran
+// at a fifth of the origin's rate). The readers a block was fetched for
+// are handed the fill's buffer, so they do not read it back (from the
+// device, since direct writes leave nothing in the page cache), as far
+// as they keep up with the fill (maxClaims); warm reads fill the page
+// cache as they go.
 func directWrites(dir string, block int64) bool {
 	if oDirect == 0 || block%dioAlign != 0 {
 		return false

@@ -27,13 +27,14 @@ import (
 // The header says which version of which origin file the blocks are of;
 // each record (8 bytes: block index and CRC-32C, LE) says one block is
 // present and what its bytes sum to. A block's record is appended only
-// after its bytes were written, and a block is served only after its
-// bytes were read back and their CRC-32C matched the record; so neither
-// a crash between the two writes nor a block that rots on disk (issues
-// 975 and 1701 of xrootd: XCache serving zeros) can put wrong bytes on
-// the wire: the block is fetched again. No fsync is needed for that
-// (a lost write is a mismatch), so fills run at the speed of the page
-// cache.
+// after its bytes were written, and a block is served from disk only
+// after its bytes were read back and their CRC-32C matched the record;
+// so neither a crash between the two writes nor a block that rots on
+// disk (issues 975 and 1701 of xrootd: XCache serving zeros) can put
+// wrong bytes on the wire: the block is fetched again. No fsync is
+// needed for that (a lost write is a mismatch). The readers a fill
+// fetched a block for are served the fill's own buffer, once the
+// block is recorded: those bytes never left memory.
 const (
 	metaMagic = "LFC1"
 	recSize   = 8
