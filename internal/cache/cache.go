@@ -176,7 +176,8 @@ type Cache struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	fills  chan struct{} // a slot per origin read filling the disk
-	bufs   sync.Pool     // *[]byte of BlockSize
+	bufs   sync.Pool     // *[]byte of BlockSize, aligned for direct I/O
+	direct bool          // fills write whole blocks with direct I/O (directWrites)
 	sf     singleflight.Group
 	purgec chan struct{} // a purge is wanted
 	epochs atomic.Uint64 // the last epoch given to a file version
@@ -228,7 +229,8 @@ func New(ctx context.Context, cfg Config, origin endpoint.Endpoint, opts Options
 		files:  map[string]*file{},
 		rnd:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
-	c.bufs.New = func() any { b := make([]byte, cfg.BlockSize); return &b }
+	c.bufs.New = func() any { b := alignedBuf(cfg.BlockSize); return &b }
+	c.direct = directWrites(filepath.Join(cfg.Dir, "data"), cfg.BlockSize)
 	if cfg.RAM > 0 {
 		c.ram = newRAMCache(cfg.RAM)
 	}

@@ -27,13 +27,14 @@ import (
 // The header says which version of which origin file the blocks are of;
 // each record (8 bytes: block index and CRC-32C, LE) says one block is
 // present and what its bytes sum to. A block's record is appended only
-// after its bytes were written, and a block is served only after its
-// bytes were read back and their CRC-32C matched the record; so neither
-// a crash between the two writes nor a block that rots on disk (issues
-// 975 and 1701 of xrootd: XCache serving zeros) can put wrong bytes on
-// the wire: the block is fetched again. No fsync is needed for that
-// (a lost write is a mismatch), so fills run at the speed of the page
-// cache.
+// after its bytes were written, and a block is served from disk only
+// after its bytes were read back and their CRC-32C matched the record;
+// so neither a crash between the two writes nor a block that rots on
+// disk (issues 975 and 1701 of xrootd: XCache serving zeros) can put
+// wrong bytes on the wire: the block is fetched again. No fsync is
+// needed for that (a lost write is a mismatch). The readers a fill
+// fetched a block for are served the fill's own buffer, once the
+// block is recorded: those bytes never left memory.
 const (
 	metaMagic = "LFC1"
 	recSize   = 8
@@ -100,9 +101,9 @@ type file struct {
 	adlerOK []bool
 	present int64 // blocks present
 	bytes   int64 // bytes of the blocks present
-	// filling maps a block being fetched to the channel closed when its
-	// fetch ends (present or failed).
-	filling map[int64]chan struct{}
+	// filling maps a block being fetched to its slot, whose channel is
+	// closed when the fetch ends (present or failed).
+	filling map[int64]*slot
 	// prefetched marks blocks fetched ahead of any reader, until read.
 	prefetched map[int64]bool
 	fillErr    error // why the last fill that failed did
@@ -121,7 +122,7 @@ func newFile(dir, p string) *file {
 	return &file{
 		path: p, key: k,
 		base:       filepath.Join(dir, "data", k[:2], k),
-		filling:    map[int64]chan struct{}{},
+		filling:    map[int64]*slot{},
 		prefetched: map[int64]bool{},
 		lastUse:    time.Now(),
 	}

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
@@ -27,46 +28,136 @@ var (
 // fails over to another replica by itself).
 const fillRetries = 3
 
+// slot is one block being fetched. Its fill closes done when the fetch
+// ends (present or failed), and hands the block's bytes to the readers
+// that claimed it, so that they need not read back from disk what the
+// fill has just written.
+type slot struct {
+	done chan struct{}
+	// waiters counts the readers that claimed the block (they wait for
+	// it, or will read it next); buf is the block, set before done is
+	// closed, with a reference for each of them, when the fill recorded
+	// it in its epoch. Both are guarded by the file's mu. A claim ends
+	// once, by collect.
+	waiters int
+	buf     *blockBuf
+}
+
+// maxClaims bounds the blocks a reader claims beyond the one it waits
+// for: a fill faster than its reader keeps that many blocks for it in
+// memory, rather than have the reader read them back from disk.
+const maxClaims = 8
+
+// blockBuf is a block's bytes shared by the readers a fill handed it to;
+// the last to release it returns the buffer to the pool. Its bytes are
+// never changed.
+type blockBuf struct {
+	bp   *[]byte
+	b    []byte
+	refs atomic.Int32
+}
+
+func (c *Cache) release(bb *blockBuf) {
+	if bb != nil && bb.refs.Add(-1) == 0 {
+		c.bufs.Put(bb.bp)
+	}
+}
+
 // await returns once block i of f's epoch is on disk, starting the fills
 // it needs: the blocks of the reader's window that are neither there nor
 // being fetched, one origin read per run of adjacent missing blocks (at
 // most maxRun long), reaching ahead to ahead (the last block the reader
-// wants, plus the prefetch of a sequential reader). It returns errBypass
-// when the block cannot be filled now, errChanged when the epoch is gone.
-func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64) error {
+// wants, plus the prefetch of a sequential reader). When the reader
+// waited for the fill that recorded the block, it also gets the block's
+// bytes (bb, checked and of the epoch: the caller releases it);
+// otherwise bb is nil and the block is read from disk. The blocks being
+// fetched after i, up to maxClaims of them within ahead, are claimed
+// into claims (those not claimed already), for the reader to collect.
+// It returns errBypass when the block cannot be filled now, errChanged
+// when the epoch is gone.
+func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64, claims map[int64]*slot) (bb *blockBuf, err error) {
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()
 		if f.epoch != epoch || f.gone {
 			f.mu.Unlock()
-			return errChanged
+			return nil, errChanged
 		}
 		if f.have[i] {
 			f.mu.Unlock()
-			return nil
+			return nil, nil
 		}
 		if attempt > 0 && errors.Is(f.fillErr, errBypass) {
 			f.mu.Unlock()
-			return errBypass
+			return nil, errBypass
 		}
 		// A fill that failed has retried the origin fillRetries times
 		// already: the reader does not start the same wait again.
 		if attempt > 0 && errors.Is(f.fillErr, errFillFailed) || attempt > fillRetries {
 			err := f.fillErr
 			f.mu.Unlock()
-			return fmt.Errorf("%w: block %d of %s: %w", errFillFailed, i, f.path, err)
+			return nil, fmt.Errorf("%w: block %d of %s: %w", errFillFailed, i, f.path, err)
 		}
 		c.startRunsLocked(f, i, min(ahead, f.hdr.blocks()-1))
-		ch := f.filling[i]
-		f.mu.Unlock()
-		if ch == nil {
-			return errBypass
+		s := f.filling[i]
+		if s == nil {
+			f.mu.Unlock()
+			return nil, errBypass
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
+		s.waiters++
+		claimLocked(f, i, ahead, claims)
+		f.mu.Unlock()
+		if bb, err = c.collect(ctx, f, s); err != nil || bb != nil {
+			return bb, err
 		}
 	}
+}
+
+// claimLocked claims, into claims, the blocks after i being fetched, up
+// to maxClaims of them within ahead, that are not claimed already.
+func claimLocked(f *file, i, ahead int64, claims map[int64]*slot) {
+	for j := i + 1; j <= min(ahead, i+maxClaims); j++ {
+		if s := f.filling[j]; s != nil && claims[j] == nil {
+			s.waiters++
+			claims[j] = s
+		}
+	}
+}
+
+// collect ends a claim on s: it waits for the fetch to end, and returns
+// the block's bytes when the fill handed them over (the caller releases
+// them), else nil. It returns ctx's error, the claim ended, when ctx is
+// done first.
+func (c *Cache) collect(ctx context.Context, f *file, s *slot) (*blockBuf, error) {
+	var err error
+	select {
+	case <-s.done:
+	default:
+		c.m.waits.Inc()
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	s.waiters--
+	bb := s.buf
+	f.mu.Unlock()
+	if err != nil {
+		c.release(bb)
+		return nil, err
+	}
+	return bb, nil
+}
+
+// unclaim ends a claim on s that the reader will not collect, without
+// waiting.
+func (c *Cache) unclaim(f *file, s *slot) {
+	f.mu.Lock()
+	s.waiters--
+	bb := s.buf
+	f.mu.Unlock()
+	c.release(bb)
 }
 
 // startRunsLocked starts fills for the blocks from i to ahead that are
@@ -89,18 +180,18 @@ func (c *Cache) startRunsLocked(f *file, i, ahead int64) {
 			c.m.fillsRefused.Inc()
 			return // every slot taken: the reader of block i bypasses
 		}
-		d, err := os.OpenFile(f.dataPath(), os.O_WRONLY, 0)
+		d, dd, err := c.openData(f.dataPath())
 		if err != nil {
 			<-c.fills
 			c.log.Warn("cache: cannot open a data file to fill it", "path", f.path, "err", err)
 			return
 		}
-		chans := make([]chan struct{}, last-b+1)
-		for k := range chans {
-			chans[k] = make(chan struct{})
-			f.filling[b+int64(k)] = chans[k]
+		slots := make([]*slot, last-b+1)
+		for k := range slots {
+			slots[k] = &slot{done: make(chan struct{})}
+			f.filling[b+int64(k)] = slots[k]
 		}
-		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, chans: chans, d: d, reader: i}
+		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, slots: slots, d: d, direct: dd, reader: i}
 		c.wg.Go(func() { c.fill(r) })
 		b = last
 	}
@@ -112,9 +203,37 @@ type run struct {
 	epoch       uint64
 	hdr         header
 	first, last int64
-	chans       []chan struct{}
+	slots       []*slot
 	d           *os.File
-	reader      int64 // the block the reader that started it waits for
+	direct      *os.File // d opened for direct I/O; nil: none
+	reader      int64    // the block the reader that started it waits for
+}
+
+// openData opens a data file for a fill: d, and direct, the same file
+// for direct I/O when the cache writes that way.
+func (c *Cache) openData(p string) (d, direct *os.File, err error) {
+	d, err = os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil || !c.direct {
+		return d, nil, err
+	}
+	direct, err = os.OpenFile(p, os.O_WRONLY|oDirect, 0)
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return d, direct, nil
+}
+
+// write writes block i: with direct I/O when the run has it and the
+// block is whole multiples of dioAlign (every one but a short last),
+// else through the page cache.
+func (r *run) write(b []byte, i int64) error {
+	w := r.d
+	if r.direct != nil && len(b)%dioAlign == 0 {
+		w = r.direct
+	}
+	_, err := w.WriteAt(b, i*r.hdr.Block)
+	return err
 }
 
 // fill reads the run's blocks from the origin, writes each to the data
@@ -126,17 +245,20 @@ func (c *Cache) fill(r *run) {
 	var err error
 	defer func() {
 		r.d.Close()
+		if r.direct != nil {
+			r.direct.Close()
+		}
 		<-c.fills
 		f.mu.Lock()
 		if f.epoch == r.epoch {
 			f.fillErr = err
 		}
 		for b := next; b <= r.last; b++ {
-			ch := r.chans[b-r.first]
-			if f.filling[b] == ch {
+			s := r.slots[b-r.first]
+			if f.filling[b] == s {
 				delete(f.filling, b)
 			}
-			close(ch)
+			close(s.done)
 		}
 		complete := f.epoch == r.epoch && !f.gone && f.present == hdr.blocks() && !f.verified && !f.verifying
 		if complete {
@@ -147,8 +269,10 @@ func (c *Cache) fill(r *run) {
 			c.wg.Go(func() { c.verify(f, r.epoch) })
 		}
 	}()
+	// bp is the buffer of the next block; one handed to readers is
+	// theirs, and the fill takes another.
 	bp := c.bufs.Get().(*[]byte)
-	defer c.bufs.Put(bp)
+	defer func() { c.bufs.Put(bp) }()
 	var rc io.ReadCloser
 	// proven: the bytes rc reads are those of the blocks on disk, because
 	// the origin's versions are strong, or a block was read again and
@@ -200,7 +324,7 @@ func (c *Cache) fill(r *run) {
 		ah := httpx.NewAdler32()
 		ah.Write(b)
 		adler := ah.Sum32() // combined into the file's at completion: no re-read to verify it
-		if _, werr := r.d.WriteAt(b, next*hdr.Block); werr != nil {
+		if werr := r.write(b, next); werr != nil {
 			c.m.diskErrors.Inc()
 			c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
 			err = fmt.Errorf("%w: %w", errBypass, werr)
@@ -230,8 +354,17 @@ func (c *Cache) fill(r *run) {
 		// Proven, or the first blocks of the epoch: the others are
 		// proven against these.
 		proven = true
+		s := r.slots[next-r.first]
+		handed := false
 		if f.epoch == r.epoch && !f.gone && !f.have[next] {
 			if aerr := f.appendLocked(uint32(next), crc); aerr == nil {
+				if s.waiters > 0 {
+					// Recorded, proven and of the epoch they wait on:
+					// the waiters serve these bytes as they are.
+					s.buf = &blockBuf{bp: bp, b: b}
+					s.buf.refs.Store(int32(s.waiters))
+					handed = true
+				}
 				f.have[next], f.crcs[next] = true, crc
 				f.adlers[next], f.adlerOK[next] = adler, true
 				f.present++
@@ -244,12 +377,14 @@ func (c *Cache) fill(r *run) {
 				}
 			}
 		}
-		ch := r.chans[next-r.first]
-		if f.filling[next] == ch {
+		if f.filling[next] == s {
 			delete(f.filling, next)
 		}
 		f.mu.Unlock()
-		close(ch)
+		close(s.done)
+		if handed {
+			bp = c.bufs.Get().(*[]byte)
+		}
 		next++
 	}
 }

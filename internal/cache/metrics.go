@@ -32,6 +32,9 @@ type metrics struct {
 	fillsRefused   prometheus.Counter
 	probes         prometheus.Counter
 	diskErrors     prometheus.Counter
+	diskReadBytes  prometheus.Counter
+	handedBytes    prometheus.Counter
+	waits          prometheus.Counter
 	bytes, inodes  prometheus.Gauge
 	files          prometheus.Gauge
 }
@@ -67,13 +70,16 @@ func newMetrics() *metrics {
 		fillsRefused:  c("fills_refused_total", "Fills not started because every fill slot was taken (back pressure)."),
 		probes:        c("continuity_probes_total", "Blocks read again from an origin whose validators are weak, to prove that a new read of it is of the version on disk."),
 		diskErrors:    c("disk_errors_total", "Block writes the disk refused (full, I/O error)."),
+		diskReadBytes: c("disk_read_bytes_total", "Bytes of blocks read from disk (and checked) to serve them."),
+		handedBytes:   c("handed_bytes_total", "Bytes of blocks served as the fill that fetched them handed them to the readers waiting, without reading them back from disk."),
+		waits:         c("fill_waits_total", "Times a reader waited for a fill to fetch the block it needed."),
 		bytes:         g("bytes", "Bytes of blocks on disk."),
 		inodes:        g("inodes", "Files on disk (two per cached file)."),
 		files:         g("files", "Files cached."),
 	}
 	m.reg.MustRegister(m.hitBytes, m.missBytes, m.originBytes, m.bypassBytes, m.peerBytes, m.peerFillBytes, m.peerResumes, m.prefetchUsed,
 		m.prefetchWasted, m.evictions, m.revalidations, m.changed, m.staleServes, m.corruptBlocks,
-		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.probes, m.diskErrors, m.bytes, m.inodes, m.files)
+		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.probes, m.diskErrors, m.diskReadBytes, m.handedBytes, m.waits, m.bytes, m.inodes, m.files)
 	return m
 }
 

@@ -415,6 +415,11 @@ type rangeReader struct {
 	ctx   context.Context
 	seq   bool
 	bp    *[]byte
+	// held are blocks as fills handed them to this reader, until
+	// copied; claims are blocks being fetched that it claimed, until it
+	// collects them (or closes).
+	held   map[int64]*blockBuf
+	claims map[int64]*slot
 	// origin is the uncached stream of a bypassed range, and its offset;
 	// streamed says the answer used one already.
 	origin    io.ReadCloser
@@ -425,6 +430,12 @@ type rangeReader struct {
 func (rd *rangeReader) close() {
 	if rd.bp != nil {
 		rd.c.bufs.Put(rd.bp)
+	}
+	for _, s := range rd.claims {
+		rd.c.unclaim(rd.f, s)
+	}
+	for _, bb := range rd.held {
+		rd.c.release(bb)
 	}
 	if rd.origin != nil {
 		rd.origin.Close()
@@ -454,7 +465,35 @@ func (rd *rangeReader) prepare(rg httpx.Range) error {
 	return err
 }
 
+// await makes block i ready; waited says it was not on disk when asked
+// for, or was claimed while being fetched. The bytes a fill handed over
+// are kept in rd.held.
 func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
+	if rd.held[i] != nil {
+		return true, nil
+	}
+	if rd.claims == nil {
+		rd.held, rd.claims = map[int64]*blockBuf{}, map[int64]*slot{}
+	}
+	if s := rd.claims[i]; s != nil {
+		delete(rd.claims, i)
+		// The window moves on: the reader claims the blocks after this
+		// one before the fill has them.
+		rd.f.mu.Lock()
+		if rd.f.epoch == rd.epoch {
+			claimLocked(rd.f, i, rd.ahead(last), rd.claims)
+		}
+		rd.f.mu.Unlock()
+		bb, err := rd.c.collect(rd.ctx, rd.f, s)
+		if err != nil {
+			return true, err
+		}
+		if bb != nil {
+			rd.held[i] = bb
+			return true, nil
+		}
+		// Not filled by that fetch: on disk, or to fetch again.
+	}
 	f := rd.f
 	f.mu.Lock()
 	have := f.epoch == rd.epoch && f.have[i]
@@ -462,7 +501,11 @@ func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
 	if have {
 		return false, nil
 	}
-	return true, rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last))
+	bb, err := rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last), rd.claims)
+	if bb != nil {
+		rd.held[i] = bb
+	}
+	return true, err
 }
 
 func (rd *rangeReader) openOrigin(off, end int64) error {
@@ -540,7 +583,12 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 			// A block shorter than its version says: never loop on it.
 			return fmt.Errorf("cache: %s: block %d has %d bytes, want more than %d", f.path, i, len(b), lo)
 		}
-		if _, err := w.Write(b[lo:hi]); err != nil {
+		_, err = w.Write(b[lo:hi])
+		if bb := rd.held[i]; bb != nil {
+			delete(rd.held, i)
+			rd.c.release(bb)
+		}
+		if err != nil {
 			return err
 		}
 		n := float64(hi - lo)
@@ -562,13 +610,27 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 
 var errCorrupt = errors.New("cache: block corrupt on disk")
 
-// block returns block i of the epoch, checked: from RAM, else read from
-// disk and its CRC-32C compared with the one recorded when it was
-// filled. A mismatch forgets the block and returns errCorrupt. whole
-// says the reader takes the whole block (a stream): such blocks are not
-// kept in RAM, which is for the small reads that come back.
+// block returns block i of the epoch, checked: as the fill handed it
+// over, or from RAM, else read from disk and its CRC-32C compared with
+// the one recorded when it was filled. A mismatch forgets the block and
+// returns errCorrupt. whole says the reader takes the whole block (a
+// stream): such blocks are not kept in RAM, which is for the small
+// reads that come back.
 func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
 	c, f := rd.c, rd.f
+	if bb := rd.held[i]; bb != nil {
+		f.mu.Lock()
+		same := f.epoch == rd.epoch && !f.gone
+		f.mu.Unlock()
+		if !same {
+			return nil, errChanged
+		}
+		c.m.handedBytes.Add(float64(len(bb.b)))
+		if c.ram != nil && !whole {
+			c.ram.put(f.key, rd.epoch, i, bb.b)
+		}
+		return bb.b, nil
+	}
 	if c.ram != nil {
 		if b := c.ram.get(f.key, rd.epoch, i); b != nil {
 			return b, nil
@@ -592,6 +654,7 @@ func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.m.diskReadBytes.Add(float64(len(b)))
 	if !ok {
 		c.corrupt(f, rd.epoch, i)
 		return nil, errCorrupt
