@@ -31,8 +31,9 @@ import (
 // on the server, and a stat costs one write and one read.
 //
 // The pool keeps up to poolIdle connections idle (connections above that
-// are closed when their stat is done) and drops those idle longer than
-// poolIdleTimeout. A connection that fails in any way but a server's
+// are closed when their stat is done) and closes those idle longer than
+// poolIdleTimeout, with a timer rather than on the next call: an endpoint
+// a reload replaced is never called again. A connection that fails in any way but a server's
 // answer is closed, never reused; a stat that finds its reused connection
 // closed by the server (idle too long on its side) is sent again once on
 // a fresh one. A server that asks for authentication at login, or answers
@@ -53,11 +54,13 @@ const poolIdleTimeout = 90 * time.Second
 // pool holds idle, logged-in connections to one server. Safe for
 // concurrent use.
 type pool struct {
-	addr, user string
-	timeout    time.Duration // dial and login, and each request's answer
+	addr, user  string
+	timeout     time.Duration // dial and login, and each request's answer
+	idleTimeout time.Duration // poolIdleTimeout (tests make it short)
 
-	mu     sync.Mutex // guards idle and closed
-	idle   []*poolConn
+	mu     sync.Mutex  // guards idle, sweep and closed
+	idle   []*poolConn // oldest first
+	sweep  *time.Timer // closes the connections idle too long; nil when none is idle
 	closed bool
 }
 
@@ -82,7 +85,7 @@ func (p *pool) get(ctx context.Context) (*poolConn, error) {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if time.Since(pc.since) <= poolIdleTimeout {
+		if time.Since(pc.since) <= p.idleTimeout {
 			pc.reused = true
 			return pc, nil
 		}
@@ -117,16 +120,41 @@ func (p *pool) put(pc *poolConn) {
 		pc.c.Close()
 		return
 	}
-	var stale *poolConn
-	if len(p.idle) > 0 && pc.since.Sub(p.idle[0].since) > poolIdleTimeout {
-		// The oldest has waited too long: a busy pool never reaches it.
-		stale = p.idle[0]
-		p.idle = append(p.idle[:0], p.idle[1:]...)
-	}
 	p.idle = append(p.idle, pc)
+	if p.sweep == nil {
+		p.sweep = time.AfterFunc(p.idleTimeout, p.expire)
+	}
 	p.mu.Unlock()
-	if stale != nil {
-		stale.c.Close()
+}
+
+// expire closes the connections idle longer than idleTimeout and
+// sets the timer for the next one to expire.
+func (p *pool) expire() {
+	now := time.Now()
+	p.mu.Lock()
+	n := 0
+	for n < len(p.idle) && now.Sub(p.idle[n].since) >= p.idleTimeout {
+		n++
+	}
+	stale := make([]*poolConn, n)
+	copy(stale, p.idle[:n])
+	p.idle = append(p.idle[:0], p.idle[n:]...)
+	switch {
+	case p.closed:
+	case len(p.idle) > 0:
+		d := p.idleTimeout - now.Sub(p.idle[0].since)
+		if p.sweep == nil {
+			// A drain stopped the timer that ran this one.
+			p.sweep = time.AfterFunc(d, p.expire)
+		} else {
+			p.sweep.Reset(d)
+		}
+	default:
+		p.sweep = nil
+	}
+	p.mu.Unlock()
+	for _, pc := range stale {
+		pc.c.Close()
 	}
 }
 
@@ -135,6 +163,10 @@ func (p *pool) drain() {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = nil
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweep = nil
+	}
 	p.mu.Unlock()
 	for _, pc := range idle {
 		pc.c.Close()

@@ -173,3 +173,37 @@ func TestParseStat(t *testing.T) {
 		})
 	}
 }
+
+// TestStatIdleExpires: connections idle longer than the idle timeout are
+// closed by the pool's timer, with no call to notice them (an endpoint a
+// reload replaced is never called again).
+func TestStatIdleExpires(t *testing.T) {
+	const n = 3
+	h := &gatedHandler{Handler: xrootd.Default(), gate: make(chan struct{})}
+	addr, cl := startCounted(t, h)
+	e := newEndpoint(t, "root://"+addr+"//", 5*time.Second)
+	e.pool.idleTimeout = 20 * time.Millisecond
+	errs := make(chan error, n)
+	for range n {
+		go func() { _, err := e.Stat(context.Background(), "/f"); errs <- err }()
+	}
+	testenv.Eventually(t, 10*time.Second, "every stat at the server", func() bool { return h.in.Load() == n })
+	close(h.gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Stat = %v", err)
+		}
+	}
+	idle := func() int {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		return len(e.pool.idle)
+	}
+	testenv.Eventually(t, 10*time.Second, "the idle connections closed", func() bool { return idle() == 0 })
+	if _, err := e.Stat(context.Background(), "/f"); err != nil {
+		t.Fatalf("Stat after the idle connections expired = %v", err)
+	}
+	if got := cl.accepted(); got != n+1 {
+		t.Errorf("connections = %d, want %d (a new one after the expiry)", got, n+1)
+	}
+}

@@ -166,7 +166,7 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		log = slog.Default()
 	}
 	e.log = log.With("component", "endpoint", "endpoint", cfg.Name, "kind", "xroot")
-	e.pool = pool{addr: e.addr, user: e.user, timeout: e.timeout}
+	e.pool = pool{addr: e.addr, user: e.user, timeout: e.timeout, idleTimeout: poolIdleTimeout}
 	return e, nil
 }
 
