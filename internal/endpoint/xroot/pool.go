@@ -9,7 +9,7 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,13 +30,11 @@ import (
 // client keeps keep-alive connections: concurrent stats run in parallel
 // on the server, and a stat costs one write and one read.
 //
-// The pool keeps up to poolIdle connections idle (connections above that
-// are closed when their stat is done) and closes those idle longer than
-// poolIdleTimeout, with a timer rather than on the next call: an endpoint
-// a reload replaced is never called again. A connection that fails in any way but a server's
-// answer is closed, never reused; a stat that finds its reused connection
-// closed by the server (idle too long on its side) is sent again once on
-// a fresh one. A server that asks for authentication at login, or answers
+// The pool keeps up to poolIdle connections idle and closes those idle
+// longer than poolIdleTimeout (endpoint.IdlePool). A connection that
+// fails in any way but a server's answer is closed, never reused; a stat
+// that finds its reused connection closed by the server (idle too long on
+// its side) is sent again once on a fresh one. A server that asks for authentication at login, or answers
 // the stat with a redirect (a redirector), sends this and every later call
 // to the go-hep session (Endpoint.noDirect); one that asks to wait sends
 // this call there.
@@ -54,52 +52,42 @@ const poolIdleTimeout = 90 * time.Second
 // pool holds idle, logged-in connections to one server. Safe for
 // concurrent use.
 type pool struct {
-	addr, user  string
-	timeout     time.Duration // dial and login, and each request's answer
-	idleTimeout time.Duration // poolIdleTimeout (tests make it short)
+	addr, user string
+	timeout    time.Duration // dial and login, and each request's answer
+	idle       endpoint.IdlePool[*poolConn]
+	closed     atomic.Bool
+}
 
-	mu     sync.Mutex  // guards idle, sweep and closed
-	idle   []*poolConn // oldest first
-	sweep  *time.Timer // closes the connections idle too long; nil when none is idle
-	closed bool
+// newPool makes the pool of connections to addr.
+func newPool(addr, user string, timeout time.Duration) *pool {
+	return &pool{addr: addr, user: user, timeout: timeout,
+		idle: endpoint.IdlePool[*poolConn]{Max: poolIdle, IdleTimeout: poolIdleTimeout, Drop: func(pc *poolConn) { pc.c.Close() }}}
+}
+
+// close closes the idle connections, and those given back later; get
+// fails from now on.
+func (p *pool) close() {
+	p.closed.Store(true)
+	p.idle.Close()
 }
 
 // poolConn is one logged-in connection, used by one caller at a time.
 type poolConn struct {
 	c      net.Conn
 	br     *bufio.Reader
-	sid    uint16    // stream id of the last request
-	since  time.Time // when it went idle
-	reused bool      // it served a request before this one
+	sid    uint16 // stream id of the last request
+	reused bool   // it served a request before this one
 }
 
 // get returns an idle connection, or a new one dialled and logged in.
 func (p *pool) get(ctx context.Context) (*poolConn, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if p.closed.Load() {
 		return nil, fmt.Errorf("%w: endpoint closed", endpoint.ErrUnavailable)
 	}
-	if n := len(p.idle); n > 0 {
-		pc := p.idle[n-1]
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		if time.Since(pc.since) <= p.idleTimeout {
-			pc.reused = true
-			return pc, nil
-		}
-		// The newest idle connection is stale, so all are.
-		pc.c.Close()
-		p.drain()
-		return p.dial(ctx)
+	if pc, ok := p.idle.Get(); ok {
+		pc.reused = true
+		return pc, nil
 	}
-	p.mu.Unlock()
-	return p.dial(ctx)
-}
-
-// dial makes a new connection and logs in.
-func (p *pool) dial(ctx context.Context) (*poolConn, error) {
 	c, err := dialDirect(ctx, p.addr, p.user, p.timeout)
 	if err != nil {
 		return nil, err
@@ -108,78 +96,6 @@ func (p *pool) dial(ctx context.Context) (*poolConn, error) {
 		_ = tc.SetKeepAlive(true)
 	}
 	return &poolConn{c: c, br: bufio.NewReaderSize(c, 4<<10), sid: 1}, nil
-}
-
-// put gives pc back to the pool, or closes it when the pool is full or
-// closed.
-func (p *pool) put(pc *poolConn) {
-	pc.since = time.Now()
-	p.mu.Lock()
-	if p.closed || len(p.idle) >= poolIdle {
-		p.mu.Unlock()
-		pc.c.Close()
-		return
-	}
-	p.idle = append(p.idle, pc)
-	if p.sweep == nil {
-		p.sweep = time.AfterFunc(p.idleTimeout, p.expire)
-	}
-	p.mu.Unlock()
-}
-
-// expire closes the connections idle longer than idleTimeout and
-// sets the timer for the next one to expire.
-func (p *pool) expire() {
-	now := time.Now()
-	p.mu.Lock()
-	n := 0
-	for n < len(p.idle) && now.Sub(p.idle[n].since) >= p.idleTimeout {
-		n++
-	}
-	stale := make([]*poolConn, n)
-	copy(stale, p.idle[:n])
-	p.idle = append(p.idle[:0], p.idle[n:]...)
-	switch {
-	case p.closed:
-	case len(p.idle) > 0:
-		d := p.idleTimeout - now.Sub(p.idle[0].since)
-		if p.sweep == nil {
-			// A drain stopped the timer that ran this one.
-			p.sweep = time.AfterFunc(d, p.expire)
-		} else {
-			p.sweep.Reset(d)
-		}
-	default:
-		p.sweep = nil
-	}
-	p.mu.Unlock()
-	for _, pc := range stale {
-		pc.c.Close()
-	}
-}
-
-// drain closes every idle connection.
-func (p *pool) drain() {
-	p.mu.Lock()
-	idle := p.idle
-	p.idle = nil
-	if p.sweep != nil {
-		p.sweep.Stop()
-		p.sweep = nil
-	}
-	p.mu.Unlock()
-	for _, pc := range idle {
-		pc.c.Close()
-	}
-}
-
-// close closes the idle connections; connections in use are closed when
-// they come back.
-func (p *pool) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.drain()
 }
 
 // stat sends kXR_stat for the server path rp on pc and reads its answer,
@@ -269,14 +185,14 @@ func (e *Endpoint) statPooled(ctx context.Context, rp string) (xrdfs.EntryStat, 
 		switch {
 		case err == nil, serverCode(err) != 0, errors.Is(err, errFallback), errors.Is(err, errTryGoHEP):
 			// A whole answer was read: the connection is ready for the next.
-			e.pool.put(pc)
+			e.pool.idle.Put(pc)
 			return st, err
 		}
 		pc.c.Close()
 		if pc.reused && !retried && ctx.Err() == nil && closedByPeer(err) {
 			// Closed while idle: the server may have restarted, and
 			// closed every idle connection with it.
-			e.pool.drain()
+			e.pool.idle.Drain()
 			continue
 		}
 		if isOurs(err) {

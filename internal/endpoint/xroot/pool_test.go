@@ -182,7 +182,7 @@ func TestStatIdleExpires(t *testing.T) {
 	h := &gatedHandler{Handler: xrootd.Default(), gate: make(chan struct{})}
 	addr, cl := startCounted(t, h)
 	e := newEndpoint(t, "root://"+addr+"//", 5*time.Second)
-	e.pool.idleTimeout = 20 * time.Millisecond
+	e.pool.idle.IdleTimeout = 20 * time.Millisecond
 	errs := make(chan error, n)
 	for range n {
 		go func() { _, err := e.Stat(context.Background(), "/f"); errs <- err }()
@@ -194,12 +194,7 @@ func TestStatIdleExpires(t *testing.T) {
 			t.Fatalf("Stat = %v", err)
 		}
 	}
-	idle := func() int {
-		e.pool.mu.Lock()
-		defer e.pool.mu.Unlock()
-		return len(e.pool.idle)
-	}
-	testenv.Eventually(t, 10*time.Second, "the idle connections closed", func() bool { return idle() == 0 })
+	testenv.Eventually(t, 10*time.Second, "the idle connections closed", func() bool { return e.pool.idle.Idle() == 0 })
 	if _, err := e.Stat(context.Background(), "/f"); err != nil {
 		t.Fatalf("Stat after the idle connections expired = %v", err)
 	}

@@ -84,7 +84,7 @@ type Endpoint struct {
 	dialing *dialCall  // dial in progress, or nil
 	closed  bool
 
-	pool      pool        // plain connections for kXR_stat (pool.go)
+	pool      *pool       // plain connections for kXR_stat (pool.go)
 	noDirect  atomic.Bool // the server made a direct read or stat fall back (direct.go, pool.go); use go-hep from now on
 	readChunk int64       // kXR_read length on the direct path: directChunk (tests make it small)
 }
@@ -166,7 +166,7 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		log = slog.Default()
 	}
 	e.log = log.With("component", "endpoint", "endpoint", cfg.Name, "kind", "xroot")
-	e.pool = pool{addr: e.addr, user: e.user, timeout: e.timeout, idleTimeout: poolIdleTimeout}
+	e.pool = newPool(e.addr, e.user, e.timeout)
 	return e, nil
 }
 
