@@ -1,7 +1,10 @@
 package endpoint
 
 import (
+	"errors"
+	"io"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -146,4 +149,13 @@ func (p *IdlePool[C]) Close() {
 	p.closed = true
 	p.mu.Unlock()
 	p.Drain()
+}
+
+// ClosedByPeer reports whether err, from a request on a connection taken
+// from an IdlePool, says the server had closed the connection before the
+// request reached it (EOF before any answer, a reset, a broken pipe): the
+// request may go again once on a new connection when it is idempotent.
+func ClosedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

@@ -6,11 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go-hep.org/x/hep/xrootd/xrdfs"
@@ -162,14 +160,6 @@ func parseStat(body []byte) (xrdfs.EntryStat, error) {
 	return xrdfs.EntryStat{HasStatInfo: true, ID: f[0], EntrySize: f[1], Flags: xrdfs.StatFlags(f[2]), Mtime: f[3]}, nil
 }
 
-// closedByPeer reports whether err says the server had closed the
-// connection before the request reached it: EOF before any answer, a
-// reset, a broken pipe.
-func closedByPeer(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
 // statPooled stats the server path rp on a pooled connection.
 // errFallback and errTryGoHEP say the go-hep session must answer.
 func (e *Endpoint) statPooled(ctx context.Context, rp string) (xrdfs.EntryStat, error) {
@@ -189,7 +179,7 @@ func (e *Endpoint) statPooled(ctx context.Context, rp string) (xrdfs.EntryStat, 
 			return st, err
 		}
 		pc.c.Close()
-		if pc.reused && !retried && ctx.Err() == nil && closedByPeer(err) {
+		if pc.reused && !retried && ctx.Err() == nil && endpoint.ClosedByPeer(err) {
 			// Closed while idle: the server may have restarted, and
 			// closed every idle connection with it.
 			e.pool.idle.Drain()
