@@ -498,7 +498,7 @@ func (f *Federator) Close() error {
 	f.mu.Lock()
 	f.closeGeo()
 	f.mu.Unlock()
-	// Endpoints that hold connections (root:// keeps one open) let them go.
+	// Endpoints that hold connections (root:// keeps its session and a pool of idle ones) let them go.
 	var members []*member
 	if s := f.snap.Load(); s != nil {
 		members = append(members, s.members...)

@@ -45,17 +45,22 @@ const MaxRedirects = 10
 // message (its first line only).
 const maxErrBody = 512
 
-// Endpoint is one HTTP/WebDAV server. It is safe for concurrent use; all
-// operations share one Transport (keep-alive connections).
+// Endpoint is one HTTP/WebDAV server. It is safe for concurrent use; its
+// operations share one Transport (keep-alive connections), but for HEADs
+// to its own plain-HTTP host, which go on a pool of their own (head.go).
 type Endpoint struct {
-	name    string
-	base    *url.URL // http or https, path ends in "/"
-	client  *http.Client
-	tr      *http.Transport
-	timeout time.Duration
-	token   string
-	pass    bool // send the caller's token (httpx.Bearer) in place of token
-	log     *slog.Logger
+	name   string
+	base   *url.URL // http or https, path ends in "/"
+	client *http.Client
+	tr     *http.Transport
+	// heads are the keep-alive connections HEADs to the endpoint's own
+	// host go on when headDirect (head.go).
+	heads      *endpoint.IdlePool[*headConn]
+	headDirect bool
+	timeout    time.Duration
+	token      string
+	pass       bool // send the caller's token (httpx.Bearer) in place of token
+	log        *slog.Logger
 
 	// noPropfind is set once the server answered PROPFIND with 405 or
 	// 501: Stat then uses HEAD, and List is refused.
@@ -138,9 +143,11 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		log = slog.Default()
 	}
 	return &Endpoint{
-		name: cfg.Name,
-		base: u,
-		tr:   tr,
+		name:       cfg.Name,
+		base:       u,
+		tr:         tr,
+		heads:      newHeadPool(),
+		headDirect: headDirect(tr, u),
 		client: &http.Client{
 			Transport: tr,
 			// Redirects are followed in do, which keeps the method and the
@@ -160,6 +167,7 @@ func (e *Endpoint) Name() string { return e.name }
 // Close drops the endpoint's idle connections. The endpoint stays usable.
 func (e *Endpoint) Close() error {
 	e.tr.CloseIdleConnections()
+	e.heads.Drain()
 	return nil
 }
 
@@ -324,9 +332,12 @@ func (e *Endpoint) do(ctx context.Context, method string, u *url.URL, hdr http.H
 			req.Header["Idempotency-Key"] = nil
 		}
 		var resp *http.Response
-		if transport.Owns(e.tr, req) {
+		switch {
+		case transport.Owns(e.tr, req):
 			resp, err = transport.Own(e.tr, req)
-		} else {
+		case e.ownHead(req):
+			resp, err = e.headDo(req)
+		default:
 			resp, err = e.client.Do(req)
 		}
 		if err != nil {

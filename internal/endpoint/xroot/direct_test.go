@@ -86,7 +86,7 @@ func TestOpenPaths(t *testing.T) {
 // and misbehaves on kXR_read as its mode says.
 type rawFake struct {
 	data     []byte
-	mode     string // "ooo", "die", "stall", "ioerror", "shrink", "redirect", "wait" (the first open)
+	mode     string // "ooo", "die", "stall", "ioerror", "shrink", "redirect" (opens and stats), "wait" (the first open)
 	redirect string // host:port for "redirect"
 	release  chan struct{}
 	reads    chan struct{} // one per kXR_read answered or begun
@@ -237,6 +237,14 @@ func (f *rawFake) serve(c net.Conn) {
 				err = send(q)
 			default:
 				held = &q
+			}
+		case xrdwire.ReqStat:
+			if f.mode == "redirect" {
+				host, port, _ := net.SplitHostPort(f.redirect)
+				p, _ := strconv.Atoi(port)
+				err = answer(c, sid, xrdwire.StatusRedirect, append(binary.BigEndian.AppendUint32(nil, uint32(p)), host...))
+			} else {
+				err = answer(c, sid, xrdwire.StatusOK, nil)
 			}
 		case xrdwire.ReqClose:
 			f.closes.Add(1) // before the answer the client waits for

@@ -17,10 +17,12 @@
 // Every path is stripped of CGI ("?..."), cleaned and refused if it tries
 // to climb out ("..") before anything is sent. One go-hep client (one
 // multiplexed TCP connection, plus kXR_bind data connections for writes)
-// serves all calls of an endpoint but two; it is re-dialled when it
+// serves all calls of an endpoint but three; it is re-dialled when it
 // breaks. Open streams on a connection of its own, speaking kXR_read by
 // hand (direct.go: go-hep's reads copy every byte twice), and so does
-// Checksum (cksum.go). Every
+// Checksum (cksum.go); Stat takes a connection from a pool of idle ones
+// (pool.go: xrootd answers one connection's requests one at a time, and
+// a federator's look-ups come from many clients at once). Every
 // call is bounded by the endpoint's Timeout, so a dead or silent server
 // gives ErrUnavailable, never a hang (conn.go explains how go-hep is kept
 // from hanging or panicking).
@@ -64,8 +66,8 @@ const (
 const checksumTimeoutFactor = 30
 
 // Endpoint is a root:// endpoint. It is safe for concurrent use. Close
-// releases its connection; an Endpoint that is never closed holds one
-// idle TCP connection.
+// releases its connections; an Endpoint that is never closed holds its
+// session's TCP connection and up to poolIdle idle ones for Stat.
 type Endpoint struct {
 	name    string
 	addr    string   // host:port
@@ -82,7 +84,8 @@ type Endpoint struct {
 	dialing *dialCall  // dial in progress, or nil
 	closed  bool
 
-	noDirect  atomic.Bool // the server made a direct read fall back (direct.go); use go-hep from now on
+	pool      *pool       // plain connections for kXR_stat (pool.go)
+	noDirect  atomic.Bool // the server made a direct read or stat fall back (direct.go, pool.go); use go-hep from now on
 	readChunk int64       // kXR_read length on the direct path: directChunk (tests make it small)
 }
 
@@ -163,6 +166,7 @@ func New(ctx context.Context, cfg endpoint.Config, log *slog.Logger) (*Endpoint,
 		log = slog.Default()
 	}
 	e.log = log.With("component", "endpoint", "endpoint", cfg.Name, "kind", "xroot")
+	e.pool = newPool(e.addr, e.user, e.timeout)
 	return e, nil
 }
 
@@ -180,6 +184,7 @@ func (e *Endpoint) Close() error {
 	if s != nil {
 		s.kill()
 	}
+	e.pool.close()
 	e.wg.Wait()
 	return nil
 }
@@ -420,17 +425,34 @@ func (e *Endpoint) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	if err != nil {
 		return endpoint.Info{}, wrapErr("stat", p, err)
 	}
-	var st xrdfs.EntryStat
-	err = e.do(ctx, e.timeout, func(s *session) error {
-		var err error
-		st, err = s.cli.FS().Stat(s.sctx, rp)
-		return err
-	})
+	st, err := e.stat(ctx, rp)
 	if err != nil {
 		return endpoint.Info{}, wrapErr("stat", p, err)
 	}
 	c, _ := httpx.CleanPath(strings.SplitN(p, "?", 2)[0])
 	return info(c, st), nil
+}
+
+// stat is kXR_stat of the server path rp: on a pooled connection of its
+// own (pool.go), or through the go-hep session for servers that need it.
+func (e *Endpoint) stat(ctx context.Context, rp string) (xrdfs.EntryStat, error) {
+	if !e.noDirect.Load() {
+		st, err := e.statPooled(ctx, rp)
+		switch {
+		case errors.Is(err, errFallback):
+			e.noDirect.Store(true)
+			e.log.Debug("xroot direct requests off: server needs authentication or redirects", "addr", e.addr)
+		case !errors.Is(err, errTryGoHEP):
+			return st, err
+		}
+	}
+	var st xrdfs.EntryStat
+	err := e.do(ctx, e.timeout, func(s *session) error {
+		var err error
+		st, err = s.cli.FS().Stat(s.sctx, rp)
+		return err
+	})
+	return st, err
 }
 
 // List returns the entries in dir (kXR_dirlist with kXR_dstat, so one round
@@ -546,10 +568,7 @@ func (e *Endpoint) Mkdir(ctx context.Context, p string) error {
 // Timeout. A missing base path counts as unavailable: the endpoint is
 // misconfigured or its storage is not mounted.
 func (e *Endpoint) Probe(ctx context.Context) error {
-	err := e.do(ctx, e.timeout, func(s *session) error {
-		_, err := s.cli.FS().Stat(s.sctx, e.base)
-		return err
-	})
+	_, err := e.stat(ctx, e.base)
 	if err == nil {
 		return nil
 	}
