@@ -772,6 +772,37 @@ func TestOriginStallMidBody(t *testing.T) {
 	}
 }
 
+// A response aborted mid-body lets its file go: the reader's pin and
+// data file are released however the answer ends, so the purger can
+// evict the file afterwards (a pin left behind kept it on disk for
+// good).
+func TestAbortedReadLeavesNoPin(t *testing.T) {
+	o := startOrigin(t)
+	o.write(t, "f", random(8*block, 72))
+	o.write(t, "g", random(8*block, 73))
+	st := &stalling{Endpoint: o.ep}
+	st.left.Store(3*block + 10)
+	// Room for 10 blocks: f's 3 and g's 8 pass the high watermark.
+	n := startCache(t, cache.Config{BlockSize: block, OriginIdleTimeout: 100 * time.Millisecond, MaxBytes: 10 * block}, st)
+	resp, err := http.Get(n.URL + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Fatalf("GET /f = %d, %d bytes and a clean end; want an aborted transfer", resp.StatusCode, len(got))
+	}
+	st.left.Store(1 << 40)
+	if _, b := get(t, n.URL+"/g"); len(b) != 8*block {
+		t.Fatalf("GET /g: %d bytes, want %d", len(b), 8*block)
+	}
+	testenv.Eventually(t, 10*time.Second, "the purger evicts /f, read last before /g", func() bool {
+		resp, _ := get(t, n.URL+"/f", "Range", "bytes=0-99", "Cache-Control", "only-if-cached")
+		return resp.StatusCode == http.StatusGatewayTimeout
+	})
+}
+
 // Many rotted blocks in one file heal in one read: the bound on
 // refetches is per block, not per request.
 func TestManyCorruptBlocksOneRead(t *testing.T) {

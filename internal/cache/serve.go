@@ -197,14 +197,22 @@ func (c *Cache) serveFile(w http.ResponseWriter, r *http.Request) {
 			c.drop(f)
 			continue
 		}
-		err = c.answer(w, r, f, d, hdr, epoch, onlyIfCached)
-		d.Close()
-		c.unpin(f)
+		err = c.answerPinned(w, r, f, d, hdr, epoch, onlyIfCached)
 		if !errors.Is(err, errChanged) {
 			return
 		}
 	}
 	httpx.WriteError(w, http.StatusServiceUnavailable, fmt.Sprintf("lakefed cache: %s: the origin file keeps changing", p))
+}
+
+// answerPinned is answer for a file serveFile pinned and opened: the pin
+// and the data file are released however the answer ends, a panic that
+// aborts it mid-body (http.ErrAbortHandler) included, or the file could
+// never be purged.
+func (c *Cache) answerPinned(w http.ResponseWriter, r *http.Request, f *file, d *os.File, hdr header, epoch uint64, onlyIfCached bool) error {
+	defer c.unpin(f)
+	defer d.Close()
+	return c.answer(w, r, f, d, hdr, epoch, onlyIfCached)
 }
 
 func (c *Cache) unpin(f *file) {
