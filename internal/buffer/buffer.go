@@ -339,9 +339,10 @@ func (b *Buffer) recover(ctx context.Context) error {
 	now := time.Now()
 	for _, e := range rows {
 		bySpool[e.spool] = e
-		if e.lastErr != "" && e.state != stateMigrated {
-			// The journal keeps the failure but not its time: failing
-			// since the restart, which understates and never overstates.
+		if e.lastErr != "" && e.state != stateMigrated && e.failingSince.IsZero() {
+			// A journal from before failing_since keeps the failure but
+			// not its time: failing since the restart, which
+			// understates and never overstates.
 			e.failingSince = now
 		}
 	}

@@ -37,9 +37,9 @@ type entry struct {
 	failReason string // its reason label
 	failedAt   time.Time
 	// failingSince is when the failures that last attempt continues
-	// began (the first one since the entry was acknowledged, or since
-	// this process read it from the journal, which keeps no time):
-	// zero while its last attempt did not fail.
+	// began (the first one since the entry was acknowledged; the
+	// journal keeps it across restarts): zero while its last attempt
+	// did not fail.
 	failingSince time.Time
 
 	// refs counts readers of the spool file and the mover's copy; the

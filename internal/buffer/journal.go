@@ -62,7 +62,8 @@ CREATE TABLE IF NOT EXISTS files (
 	state INTEGER NOT NULL,                -- 0 pending, 1 migrated, 2 delete pending (no spool file)
 	migrated_at INTEGER NOT NULL DEFAULT 0,
 	attempts INTEGER NOT NULL DEFAULT 0,
-	last_error TEXT NOT NULL DEFAULT ''
+	last_error TEXT NOT NULL DEFAULT '',
+	failing_since INTEGER NOT NULL DEFAULT 0 -- first failure of the run of failures last_error ends, unix ns; 0: none
 );
 CREATE INDEX IF NOT EXISTS files_path ON files(path);
 CREATE TABLE IF NOT EXISTS targets (
@@ -102,12 +103,34 @@ func openJournal(ctx context.Context, file string) (*journal, error) {
 		db.Close()
 		return nil, fmt.Errorf("buffer: journal %s: schema: %w", file, err)
 	}
+	if err := addFailingSince(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("buffer: journal %s: %w", file, err)
+	}
 	var sync int
 	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil || sync < 2 {
 		db.Close()
 		return nil, fmt.Errorf("buffer: journal %s: synchronous is %d, want FULL (2): %v", file, sync, err)
 	}
 	return &journal{db: db}, nil
+}
+
+// addFailingSince adds the failing_since column to a journal made before
+// it existed (CREATE TABLE IF NOT EXISTS leaves an older table as it
+// is). Its rows read 0, "time unknown", which recovery counts from the
+// start of the process as before.
+func addFailingSince(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info('files') WHERE name = 'failing_since'").Scan(&n); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, "ALTER TABLE files ADD COLUMN failing_since INTEGER NOT NULL DEFAULT 0"); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	return nil
 }
 
 func (j *journal) close() error { return j.db.Close() }
@@ -161,16 +184,20 @@ func (j *journal) targetDone(ctx context.Context, seq int64, target string) erro
 
 // migrated records that every target of seq holds it.
 func (j *journal) migrated(ctx context.Context, seq int64, at time.Time) error {
-	if _, err := j.db.ExecContext(ctx, "UPDATE files SET state = ?, migrated_at = ?, last_error = '' WHERE seq = ?",
+	if _, err := j.db.ExecContext(ctx, "UPDATE files SET state = ?, migrated_at = ?, last_error = '', failing_since = 0 WHERE seq = ?",
 		stateMigrated, at.UnixNano(), seq); err != nil {
 		return fmt.Errorf("buffer: journal: migrated: %w", err)
 	}
 	return nil
 }
 
-// failed records a failed attempt, so failures show across restarts.
-func (j *journal) failed(ctx context.Context, seq int64, attempts int, msg string) error {
-	if _, err := j.db.ExecContext(ctx, "UPDATE files SET attempts = ?, last_error = ? WHERE seq = ?", attempts, msg, seq); err != nil {
+// failed records a failed attempt and since when its file has been
+// failing, so failures, and their age, show across restarts: an alert on
+// a file failing for an hour must not fall silent because the process
+// restarted.
+func (j *journal) failed(ctx context.Context, seq int64, attempts int, msg string, since time.Time) error {
+	if _, err := j.db.ExecContext(ctx, "UPDATE files SET attempts = ?, last_error = ?, failing_since = ? WHERE seq = ?",
+		attempts, msg, since.UnixNano(), seq); err != nil {
 		return fmt.Errorf("buffer: journal: failed: %w", err)
 	}
 	return nil
@@ -198,7 +225,7 @@ func (j *journal) remove(ctx context.Context, seq int64) error {
 
 // load returns every row with its targets.
 func (j *journal) load(ctx context.Context) ([]*entry, error) {
-	rows, err := j.db.QueryContext(ctx, "SELECT seq, path, spool, size, adler32, md5, mtime, state, migrated_at, attempts, last_error FROM files ORDER BY seq")
+	rows, err := j.db.QueryContext(ctx, "SELECT seq, path, spool, size, adler32, md5, mtime, state, migrated_at, attempts, last_error, failing_since FROM files ORDER BY seq")
 	if err != nil {
 		return nil, fmt.Errorf("buffer: journal load: %w", err)
 	}
@@ -207,13 +234,16 @@ func (j *journal) load(ctx context.Context) ([]*entry, error) {
 	bySeq := map[int64]*entry{}
 	for rows.Next() {
 		e := &entry{done: map[string]bool{}}
-		var mtime, mat int64
-		if err := rows.Scan(&e.seq, &e.path, &e.spool, &e.size, &e.adler, &e.md5, &mtime, &e.state, &mat, &e.attempts, &e.lastErr); err != nil {
+		var mtime, mat, since int64
+		if err := rows.Scan(&e.seq, &e.path, &e.spool, &e.size, &e.adler, &e.md5, &mtime, &e.state, &mat, &e.attempts, &e.lastErr, &since); err != nil {
 			return nil, fmt.Errorf("buffer: journal load: %w", err)
 		}
 		e.mtime = time.Unix(0, mtime)
 		if mat != 0 {
 			e.migratedAt = time.Unix(0, mat)
+		}
+		if since != 0 {
+			e.failingSince = time.Unix(0, since)
 		}
 		out = append(out, e)
 		bySeq[e.seq] = e

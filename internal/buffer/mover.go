@@ -343,7 +343,7 @@ func (b *Buffer) failed(ctx context.Context, e *entry, target string, err error)
 	if e.failingSince.IsZero() {
 		e.failingSince = e.failedAt
 	}
-	attempts, msg := e.attempts, e.lastErr
+	attempts, msg, since := e.attempts, e.lastErr, e.failingSince
 	b.mu.Unlock()
 	// A target down for an hour fails every pending file every few
 	// minutes: warn on the first failures of a file, then rarely.
@@ -357,7 +357,7 @@ func (b *Buffer) failed(ctx context.Context, e *entry, target string, err error)
 	if attempts&(attempts-1) != 0 {
 		return
 	}
-	if jerr := b.j.failed(context.WithoutCancel(ctx), e.seq, attempts, msg); jerr != nil {
+	if jerr := b.j.failed(context.WithoutCancel(ctx), e.seq, attempts, msg, since); jerr != nil {
 		b.log.Error("journal a failure", "path", e.path, "err", jerr)
 	}
 }

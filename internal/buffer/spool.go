@@ -166,7 +166,7 @@ func (b *Buffer) damaged(e *entry, got string) error {
 		}
 	}
 	migrated := b.startRetireLocked(e)
-	attempts, msg := e.attempts, e.damaged
+	attempts, msg, since := e.attempts, e.damaged, e.failingSince
 	b.mu.Unlock()
 	if !first {
 		return derr
@@ -180,7 +180,7 @@ func (b *Buffer) damaged(e *entry, got string) error {
 	}
 	b.log.Error("buffered file damaged on the local disk: neither served nor migrated, its acknowledged bytes are lost; "+
 		"PUT it again or DELETE it", "path", e.path, "spool", e.spool, "adler32", got, "want", e.adler)
-	if err := b.j.failed(context.Background(), e.seq, attempts, msg); err != nil {
+	if err := b.j.failed(context.Background(), e.seq, attempts, msg, since); err != nil {
 		b.log.Error("journal a failure", "path", e.path, "err", err)
 	}
 	return derr

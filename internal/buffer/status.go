@@ -38,8 +38,8 @@ type Status struct {
 	// damaged: every one of them, unlike Failures.
 	FailingFiles int `json:"failing_files"`
 	// OldestFailingSeconds is how long the longest-failing of them has
-	// been failing without a success in between (since this process
-	// started, for failures read from the journal); 0 when none fails.
+	// been failing without a success in between, across restarts (the
+	// journal keeps when a file began failing); 0 when none fails.
 	OldestFailingSeconds float64 `json:"oldest_failing_seconds"`
 	// HeldFiles and HeldBytes count every file in the buffer: pending,
 	// and migrated files kept to be read locally.
@@ -345,7 +345,7 @@ func newMetrics(b *Buffer, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Pending files and deletes whose last migration attempt failed, and files whose spool copy is damaged."},
 			pending(func(s Status) float64 { return float64(s.FailingFiles) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "oldest_failing_seconds",
-			Help: "How long the longest-failing pending file has failed every attempt (0: none failing; restarts count from the restart)."},
+			Help: "How long the longest-failing pending file has failed every attempt (0: none failing), counted across restarts."},
 			pending(func(s Status) float64 { return s.OldestFailingSeconds })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "pending_deletes",
 			Help: "DELETEs acknowledged and not yet carried out on every target."},
