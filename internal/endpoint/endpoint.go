@@ -165,6 +165,26 @@ type Presigner interface {
 	PresignExpiry() time.Duration
 }
 
+// StatLister is implemented by kinds that can describe a directory's
+// files in one request exactly as Stat describes each of them: the
+// federator then answers the look-ups of many new paths in one directory
+// with one listing rather than a Stat per path and endpoint. A kind
+// declares it only where that is proven for the answer at hand (the http
+// kind against a lakefed storage role, whose PROPFIND carries the strong
+// ETag its HEAD sends; not nginx, whose PROPFIND has no ETag), never
+// because a List usually agrees.
+type StatLister interface {
+	// StatList lists dir. Each Info in files is what Stat of dir/Name
+	// would return at that moment (size, ModTime, ETag, Strong and
+	// checksums alike); unsure names entries that exist but that Stat
+	// may describe otherwise (directories, files the listing describes
+	// less fully), to be asked with Stat. The listing is complete: a
+	// name in neither is not in dir. An error wrapping ErrUnsupported
+	// says this answer cannot promise that (the caller uses Stat); a
+	// dir that does not exist wraps ErrNotFound.
+	StatList(ctx context.Context, dir string) (files []Info, unsure []string, err error)
+}
+
 // Checksummer is implemented by endpoints that can compute or look up a
 // checksum without the caller reading the whole file.
 type Checksummer interface {

@@ -103,6 +103,7 @@ var (
 	_ endpoint.Checksummer       = (*Endpoint)(nil)
 	_ endpoint.ConditionalPutter = (*Endpoint)(nil)
 	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
+	_ endpoint.StatLister        = (*Endpoint)(nil)
 )
 
 // New returns the endpoint for cfg.URL (http, https, dav or davs). It
