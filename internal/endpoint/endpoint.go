@@ -174,15 +174,16 @@ type Presigner interface {
 // ETag its HEAD sends; not nginx, whose PROPFIND has no ETag), never
 // because a List usually agrees.
 type StatLister interface {
-	// StatList lists dir. Each Info in files is what Stat of dir/Name
-	// would return at that moment (size, ModTime, ETag, Strong and
-	// checksums alike); unsure names entries that exist but that Stat
-	// may describe otherwise (directories, files the listing describes
-	// less fully), to be asked with Stat. The listing is complete: a
-	// name in neither is not in dir. An error wrapping ErrUnsupported
-	// says this answer cannot promise that (the caller uses Stat); a
-	// dir that does not exist wraps ErrNotFound.
-	StatList(ctx context.Context, dir string) (files []Info, unsure []string, err error)
+	// StatList lists dir, of at most limit entries. Each Info in files
+	// is what Stat of dir/Name would return at that moment (size,
+	// ModTime, ETag, Strong and checksums alike); unsure names entries
+	// that exist but that Stat may describe otherwise (directories,
+	// files the listing describes less fully), to be asked with Stat.
+	// The listing is complete: a name in neither is not in dir. An error
+	// wrapping ErrUnsupported says this answer cannot promise that, one
+	// wrapping ErrTooLarge that dir has more than limit entries (the
+	// caller uses Stat); a dir that does not exist wraps ErrNotFound.
+	StatList(ctx context.Context, dir string, limit int) (files []Info, unsure []string, err error)
 }
 
 // Checksummer is implemented by endpoints that can compute or look up a

@@ -276,6 +276,35 @@ func (c *mdCache) setLocked(s *cacheShard, i int32, d string, fat bool, e *entry
 // gen returns the invalidation count of key's shard, for putIf.
 func (c *mdCache) gen(key string) uint64 { return c.shard(key).gen.Load() }
 
+// shardIndex is the index of key's shard, for gensInto.
+func (c *mdCache) shardIndex(key string) int {
+	return int(maphash.String(c.seed, key) % cacheShards)
+}
+
+// gensInto reads the invalidation count of every shard into g: what an
+// answer taken now for many paths at once (a listing) is checked
+// against, path by path, when it is used.
+func (c *mdCache) gensInto(g *[cacheShards]uint64) {
+	for i := range c.shards {
+		g[i] = c.shards[i].gen.Load()
+	}
+}
+
+// pendingAfter reports whether key holds a pending mark (a client was
+// sent to write it) that had not expired by since: an answer taken then
+// may predate the client's write.
+func (c *mdCache) pendingAfter(key string, since int64) bool {
+	h, s := c.hash(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i := s.findLocked(h, key)
+	if i < 0 {
+		return false
+	}
+	d := s.slot(i).data
+	return packedFlags(d)&pkPending != 0 && packedExpires(d) > since
+}
+
 // putIf is put, unless key's shard saw an invalidation since gen was
 // read: then the answer may predate a write, and is not kept.
 func (c *mdCache) putIf(key string, e *entry, now int64, gen uint64) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -33,9 +34,14 @@ type davAnswer struct {
 // propfindFor is propfind asking for the properties in the propfind
 // document xmlBody.
 func (e *Endpoint) propfindFor(ctx context.Context, u *url.URL, depth, xmlBody string) (davAnswer, error) {
+	return e.propfindLimit(ctx, u, depth, xmlBody, davxml.MaxBody)
+}
+
+// propfindLimit is propfindFor reading at most limit bytes of the
+// answer: a longer one wraps ErrTooLarge.
+func (e *Endpoint) propfindLimit(ctx context.Context, u *url.URL, depth, xmlBody string, limit int64) (davAnswer, error) {
 	hdr := http.Header{"Depth": {depth}, "Content-Type": {`application/xml; charset="utf-8"`}}
-	body := bufferedBody([]byte(xmlBody))
-	resp, cancel, err := e.meta(ctx, "PROPFIND", u, hdr, body)
+	resp, cancel, err := e.meta(ctx, "PROPFIND", u, hdr, bufferedBody([]byte(xmlBody)))
 	if err != nil {
 		return davAnswer{}, err
 	}
@@ -51,14 +57,30 @@ func (e *Endpoint) propfindFor(ctx context.Context, u *url.URL, depth, xmlBody s
 		return davAnswer{}, statusError(resp, nil)
 	}
 	defer resp.Body.Close()
-	ms, err := davxml.Decode(resp.Body, davxml.MaxBody)
+	body := &countingReader{r: resp.Body}
+	ms, err := davxml.Decode(body, limit)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = ctx.Err()
+		case body.n >= limit:
+			return davAnswer{}, fmt.Errorf("%w: PROPFIND answer longer than %d bytes", endpoint.ErrTooLarge, limit)
 		}
 		return davAnswer{}, fmt.Errorf("%w: PROPFIND answer: %w", endpoint.ErrUnavailable, err)
 	}
 	return davAnswer{ms: ms, raw: davxml.RawHrefs(resp), storage: resp.Header.Get("Server") == httpx.StorageServer}, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // strongTag reports whether r's entity tag is strong: a lakefed storage
@@ -260,25 +282,30 @@ func propInfo(r *davxml.Response, name string, storage bool) endpoint.Info {
 // and its HEAD, asked without Want-Digest as Stat asks, sends no
 // checksum, as PROPFIND does not. Directories, and files whose answer
 // lacks a size, a modification time or a strong tag, are unsure: Stat
-// asks those. Any other server (nginx: no DAV:getetag; XrdHttp)
-// wraps ErrUnsupported. The storage role streams a depth 1 answer and
-// drops the connection when it cannot finish it, so a listing that
-// decodes is complete.
-func (e *Endpoint) StatList(ctx context.Context, dir string) (files []endpoint.Info, unsure []string, err error) {
-	if e.noPropfind.Load() || e.server.Load() == serverXrootD {
-		return nil, nil, fail("list", dir, fmt.Errorf("%w: the server's listing is not what its HEAD says", endpoint.ErrUnsupported))
+// asks those. Any other server (nginx: no DAV:getetag; XrdHttp) wraps
+// ErrUnsupported, asked no more once its Server header is known. The
+// storage role streams a depth 1 answer and drops the connection when
+// it cannot finish it, so a listing that decodes is complete.
+func (e *Endpoint) StatList(ctx context.Context, dir string, limit int) (files []endpoint.Info, unsure []string, err error) {
+	if sv := e.server.Load(); e.noPropfind.Load() || (sv != serverUnknown && sv != serverStorage) {
+		return nil, nil, fail("list", dir, errNotListedAsStat)
 	}
 	u := e.url(dir, true)
-	a, err := e.propfind(ctx, u, "1")
+	// A storage role's answer takes about 400 bytes an entry, more for
+	// long names: a longer one is over limit whatever its names.
+	a, err := e.propfindLimit(ctx, u, "1", davxml.PropfindBody, int64(limit+2)*maxEntryXML)
 	if err != nil {
 		return nil, nil, fail("list", dir, err)
 	}
 	if !a.storage {
-		return nil, nil, fail("list", dir, fmt.Errorf("%w: not a lakefed storage role: its listing is not what its HEAD says", endpoint.ErrUnsupported))
+		return nil, nil, fail("list", dir, errNotListedAsStat)
 	}
 	all, rs, err := members(a, u)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, nil, fail("list", dir, err)
+	case len(all) > limit:
+		return nil, nil, fail("list", dir, fmt.Errorf("%w: more than %d entries", endpoint.ErrTooLarge, limit))
 	}
 	files = all[:0]
 	for i, in := range all {
@@ -290,6 +317,14 @@ func (e *Endpoint) StatList(ctx context.Context, dir string) (files []endpoint.I
 	}
 	return files, unsure, nil
 }
+
+// maxEntryXML bounds the bytes of one entry of a depth 1 PROPFIND answer
+// StatList reads: names of 255 bytes, escaped, twice, and the properties.
+const maxEntryXML = 2048
+
+// errNotListedAsStat: the server's listing does not say what its Stat
+// says.
+var errNotListedAsStat = fmt.Errorf("%w: the server's listing is not what its HEAD says (not a lakefed storage role)", endpoint.ErrUnsupported)
 
 // hasLength reports whether r gives a DAV:getcontentlength, as the HEAD
 // that settles a Stat must give a Content-Length (statHead).

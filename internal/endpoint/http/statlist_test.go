@@ -45,7 +45,7 @@ func TestStatListIsStat(t *testing.T) {
 	}
 
 	ep := newEP(t, endpoint.Config{URL: site.URL})
-	got, unsure, err := ep.StatList(t.Context(), "/d")
+	got, unsure, err := ep.StatList(t.Context(), "/d", 100)
 	if err != nil {
 		t.Fatalf("StatList(/d) = %v", err)
 	}
@@ -68,12 +68,18 @@ func TestStatListIsStat(t *testing.T) {
 	if want := []string{"sub", "sub2"}; !slices.Equal(unsure, want) {
 		t.Errorf("StatList(/d) unsure = %q, want %q", unsure, want)
 	}
-	if _, _, err := ep.StatList(t.Context(), "/nothing"); !errors.Is(err, endpoint.ErrNotFound) {
+	if _, _, err := ep.StatList(t.Context(), "/nothing", 100); !errors.Is(err, endpoint.ErrNotFound) {
 		t.Errorf("StatList(/nothing) = %v, want ErrNotFound", err)
+	}
+	if _, _, err := ep.StatList(t.Context(), "/d", 7); !errors.Is(err, endpoint.ErrTooLarge) {
+		t.Errorf("StatList(/d) of 8 entries with limit 7 = %v, want ErrTooLarge", err)
+	}
+	if _, _, err := ep.StatList(t.Context(), "/d", 8); err != nil {
+		t.Errorf("StatList(/d) of 8 entries with limit 8 = %v", err)
 	}
 
 	nep := newEP(t, endpoint.Config{URL: ng.URL})
-	if _, _, err := nep.StatList(t.Context(), "/d"); !errors.Is(err, endpoint.ErrUnsupported) {
+	if _, _, err := nep.StatList(t.Context(), "/d", 100); !errors.Is(err, endpoint.ErrUnsupported) {
 		t.Errorf("StatList on nginx = %v, want ErrUnsupported", err)
 	}
 }
