@@ -143,6 +143,9 @@ func (f *Federator) fromListing(ctx context.Context, s *snapshot, m *member, p s
 	l, list := dl.note(key, time.Now().UnixNano())
 	if l == nil && list {
 		v, _, _ := dl.flight.Do(m.name+"\x00"+d, func() (any, error) {
+			if l := dl.current(key, time.Now().UnixNano()); l != nil {
+				return l, nil // a flight that just ended listed it
+			}
 			return f.listDir(ctx, s, sl, key), nil
 		})
 		l = v.(*dirListing)
@@ -187,6 +190,16 @@ func (dl *dirLister) note(key dirKey, now int64) (l *dirListing, list bool) {
 	}
 	st.misses++
 	return nil, st.misses >= dl.after
+}
+
+// current returns key's listing while it answers, else nil.
+func (dl *dirLister) current(key dirKey, now int64) *dirListing {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	if st := dl.dirs[key]; st != nil && st.l != nil && now < st.l.until {
+		return st.l
+	}
+	return nil
 }
 
 // sweepLocked drops the directories whose misses and listing are over,

@@ -403,3 +403,26 @@ func sharedRealFeds(t *testing.T, n int, yamlText string, onInval func(i int, pa
 	}
 	return feds
 }
+
+// TestListedAnswerExpiresAsItsListing: an entry made from a listing
+// expires when one made by a Stat at the time of the listing would, not
+// a full TTL after it was used: a "not found" lives no longer than
+// negative_ttl from what the endpoint said.
+func TestListedAnswerExpiresAsItsListing(t *testing.T) {
+	a := startSite(t, "site-a")
+	a.write(t, "/d/f", []byte("f"))
+	tf := realFed(t, "metadata_cache: {list_after: 1, ttl: 1h, negative_ttl: 30m}", a)
+	s := tf.snap.Load()
+	found := tf.lookup(t.Context(), s, "/d/f", 0)
+	missing := tf.lookup(t.Context(), s, "/d/nowhere", 0)
+	l := s.dirs.current(dirKey{s.members[0], "/d"}, time.Now().UnixNano())
+	if l == nil || a.count(listingReq) != 1 {
+		t.Fatalf("no listing of /d kept (%d listings)", a.count(listingReq))
+	}
+	if found.status != http.StatusOK || found.expires != l.taken+int64(time.Hour) {
+		t.Errorf("found: %d, expires %d after the listing, want 200 and ttl (%d)", found.status, found.expires-l.taken, int64(time.Hour))
+	}
+	if missing.status != http.StatusNotFound || missing.expires != l.taken+int64(30*time.Minute) {
+		t.Errorf("missing: %d, expires %d after the listing, want 404 and negative_ttl (%d)", missing.status, missing.expires-l.taken, int64(30*time.Minute))
+	}
+}
