@@ -129,7 +129,10 @@ func (lf listedFrom) cap(s *snapshot, e *entry) {
 
 // fromListing answers m's part of the look-up of p from a listing of
 // p's directory on m, when the rules above allow it; ok false: ask Stat.
-func (f *Federator) fromListing(ctx context.Context, s *snapshot, m *member, p string) (r probe, ok bool) {
+// With mayList, the look-up counts as a miss in the directory, and lists
+// it when the misses call for it; without, only a listing at hand
+// answers.
+func (f *Federator) fromListing(ctx context.Context, s *snapshot, m *member, p string, mayList bool) (r probe, ok bool) {
 	dl := s.dirs
 	if dl == nil || !f.trusted() {
 		return r, false
@@ -140,7 +143,13 @@ func (f *Federator) fromListing(ctx context.Context, s *snapshot, m *member, p s
 		return r, false
 	}
 	key := dirKey{m, d}
-	l, list := dl.note(key, time.Now().UnixNano())
+	var l *dirListing
+	list := false
+	if mayList {
+		l, list = dl.note(key, time.Now().UnixNano())
+	} else {
+		l = dl.current(key, time.Now().UnixNano())
+	}
 	if l == nil && list {
 		v, _, _ := dl.flight.Do(m.name+"\x00"+d, func() (any, error) {
 			if l := dl.current(key, time.Now().UnixNano()); l != nil {

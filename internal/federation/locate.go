@@ -450,6 +450,24 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 		}
 	}
 	res := make([]probe, len(asked))
+	// Members whose listing of p's directory is at hand answer on this
+	// goroutine, without a goroutine, a channel or a deadline.
+	var inline []bool
+	n := 0
+	if early && len(asked) > 1 && s.dirs != nil {
+		for i, m := range asked {
+			if r, ok := f.askListed(ctx, s, m, p); ok {
+				if inline == nil {
+					inline = make([]bool, len(asked))
+				}
+				res[i], inline[i] = r, true
+				n++
+			}
+		}
+		if n == len(asked) {
+			return nil, f.addProbes(e, p, asked, res, nil)
+		}
+	}
 	// One deadline for the whole fan-out when every endpoint asked has
 	// the same timeout (the usual case): a context and its timer per
 	// endpoint were a twentieth of the cold path.
@@ -477,14 +495,25 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 	done := make(chan int, len(asked))
 	start := time.Now()
 	for i := range asked {
+		if inline != nil && inline[i] {
+			continue
+		}
 		go func() {
 			res[i] = f.ask(ctx, shared, s, asked[i], p, early)
 			done <- i
 		}()
 	}
 	got := make([]bool, len(asked))
-	pending := len(asked)
+	pending := len(asked) - n
 	var grace <-chan time.Time
+	for i := range inline {
+		got[i] = inline[i]
+		if inline[i] && res[i].err == nil && grace == nil {
+			t := time.NewTimer(foundGrace)
+			defer t.Stop()
+			grace = t.C
+		}
+	}
 collect:
 	for pending > 0 {
 		select {
@@ -532,7 +561,7 @@ func (f *Federator) ask(ctx, shared context.Context, s *snapshot, m *member, p s
 	}
 	var ok bool
 	if listed {
-		r, ok = f.fromListing(ctx, s, m, p)
+		r, ok = f.fromListing(ctx, s, m, p, true)
 	}
 	if ok {
 		f.m.listedAnswers.Inc()
@@ -542,12 +571,34 @@ func (f *Federator) ask(ctx, shared context.Context, s *snapshot, m *member, p s
 		r.dur = time.Since(start)
 		f.requestResult(s, m, r.err, r.dur)
 	}
+	f.redirectURL(sctx, m, ep, &r)
+	return r
+}
+
+// askListed is ask answered from a listing of p's directory already at
+// hand (fromListing), or ok false: then ask asks, and may list. The
+// redirect URL is made under ctx alone: a deadline's timer is what
+// answering here saves, and the kinds that list make their URLs without
+// asking the endpoint.
+func (f *Federator) askListed(ctx context.Context, s *snapshot, m *member, p string) (r probe, ok bool) {
+	if !m.h.Up() {
+		return r, false
+	}
+	if r, ok = f.fromListing(ctx, s, m, p, false); ok {
+		f.m.listedAnswers.Inc()
+		f.redirectURL(ctx, m, m.endpointPath(p), &r)
+	}
+	return r, ok
+}
+
+// redirectURL sets r's redirect URL when m has the file at ep and
+// clients can be sent to it.
+func (f *Federator) redirectURL(ctx context.Context, m *member, ep string, r *probe) {
 	if r.err == nil && !m.proxy {
-		if u, uerr := endpoint.RedirectURL(sctx, m.ep, ep, endpoint.OpRead); uerr == nil {
+		if u, err := endpoint.RedirectURL(ctx, m.ep, ep, endpoint.OpRead); err == nil {
 			r.url, r.born = u.String(), time.Now().UnixNano()
 		}
 	}
-	return r
 }
 
 // addProbes appends to e the answers in res (those marked in got; all when got
