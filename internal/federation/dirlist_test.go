@@ -118,9 +118,9 @@ func TestListingAnswersColdLookups(t *testing.T) {
 	}
 }
 
-// TestListingAfterSecondMiss: by default a single file read alone is
-// asked with a HEAD per site, as before; the second new path of its
-// directory lists it, and the rest are answered from the listing.
+// TestListingAfterSecondMiss: with list_after 2 a single file read
+// alone is asked with a HEAD per site, as before; the second new path of
+// its directory lists it, and the rest are answered from the listing.
 func TestListingAfterSecondMiss(t *testing.T) {
 	a, b := startSite(t, "site-a"), startSite(t, "site-b")
 	for i := range 10 {
@@ -128,7 +128,7 @@ func TestListingAfterSecondMiss(t *testing.T) {
 		a.write(t, p, []byte(p))
 		b.write(t, p, []byte(p))
 	}
-	tf := realFed(t, "", a, b)
+	tf := realFed(t, "metadata_cache: {list_after: 2}", a, b)
 	if g := headAnswer(t, tf, "/d/f0"); g.status != http.StatusOK {
 		t.Fatalf("HEAD /d/f0 = %v", g)
 	}
