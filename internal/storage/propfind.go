@@ -51,7 +51,9 @@ var errPropfindAbort = errors.New("storage: propfind: member failed after the mu
 
 // servePropfind answers PROPFIND with Depth 0 or 1 (checked by dispatch).
 // Depth 1 on a collection is streamed and counts as an expensive request
-// (Config.MaxListings); the rest goes to x/net/webdav as it is.
+// (Config.MaxListings): written straight from the directory when it asks
+// only for live properties a stat gives (livelist.go), else member by
+// member through x/net/webdav; the rest goes to x/net/webdav as it is.
 func (s *Server) servePropfind(w *respWriter, r *http.Request, p string) {
 	if r.Header.Get("Depth") == "0" && r.Body != nil && r.Body != http.NoBody {
 		// At most maxXMLBody: checkXMLBody read it already.
@@ -86,6 +88,15 @@ func (s *Server) servePropfind(w *respWriter, r *http.Request, p string) {
 		httpError(w, http.StatusBadRequest, "cannot read request body")
 		return
 	}
+	if props, ok := askedLive(body); ok && s.serveLiveListing(w, r, p, props) {
+		return
+	}
+	s.serveDAVListing(w, r, p, body)
+}
+
+// serveDAVListing answers PROPFIND Depth 1 of the collection p, asked
+// with body, member by member through x/net/webdav.
+func (s *Server) serveDAVListing(w *respWriter, r *http.Request, p string, body []byte) {
 	sub := newPropfinder(s, r, body)
 	if !sub.run(p) || sub.rec.Code != http.StatusMultiStatus {
 		if serverFault(sub.err) {

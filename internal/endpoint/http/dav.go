@@ -29,6 +29,9 @@ type davAnswer struct {
 	// storage: a lakefed storage role answered, whose DAV:getetag is
 	// the strong tag its GET and HEAD send (strong).
 	storage bool
+	// asHead: the storage role says each member is what a HEAD of it
+	// would answer (httpx.ListedAsHeadHeader).
+	asHead bool
 }
 
 // propfindFor is propfind asking for the properties in the propfind
@@ -68,7 +71,9 @@ func (e *Endpoint) propfindLimit(ctx context.Context, u *url.URL, depth, xmlBody
 		}
 		return davAnswer{}, fmt.Errorf("%w: PROPFIND answer: %w", endpoint.ErrUnavailable, err)
 	}
-	return davAnswer{ms: ms, raw: davxml.RawHrefs(resp), storage: resp.Header.Get("Server") == httpx.StorageServer}, nil
+	storage := resp.Header.Get("Server") == httpx.StorageServer
+	asHead := storage && resp.Header.Get(httpx.ListedAsHeadHeader) == "1"
+	return davAnswer{ms: ms, raw: davxml.RawHrefs(resp), storage: storage, asHead: asHead}, nil
 }
 
 // countingReader counts the bytes read through it.
@@ -226,7 +231,7 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 		}
 		return nil, fail("list", dir, err)
 	}
-	out, _, err := members(a, u)
+	out, _, _, err := members(a, u)
 	if err != nil {
 		return nil, fail("list", dir, err)
 	}
@@ -235,10 +240,10 @@ func (e *Endpoint) List(ctx context.Context, dir string) ([]endpoint.Info, error
 
 // members returns the entries of the PROPFIND depth 1 answer a for the
 // collection at u, each described by propInfo. Entries that are not
-// direct children (some servers add more), the directory itself and
-// members the server did not describe (a non-2xx status) are skipped;
-// rs holds the response each entry was read from.
-func members(a davAnswer, u *url.URL) (out []endpoint.Info, rs []*davxml.Response, err error) {
+// direct children (some servers add more) and the directory itself are
+// skipped; rs holds the response each entry was read from. Members the
+// server did not describe (a non-2xx status) are only named, in refused.
+func members(a davAnswer, u *url.URL) (out []endpoint.Info, rs []*davxml.Response, refused []string, err error) {
 	self := strings.TrimSuffix(u.Path, "/") // decoded server path of dir
 	out = make([]endpoint.Info, 0, len(a.ms.Responses))
 	rs = make([]*davxml.Response, 0, len(a.ms.Responses))
@@ -249,12 +254,16 @@ func members(a davAnswer, u *url.URL) (out []endpoint.Info, rs []*davxml.Respons
 		if hp == self {
 			sawSelf = true
 			if !r.Info().IsDir {
-				return nil, nil, fmt.Errorf("%w: not a directory", endpoint.ErrRefused)
+				return nil, nil, nil, fmt.Errorf("%w: not a directory", endpoint.ErrRefused)
 			}
 			continue
 		}
 		name, ok := strings.CutPrefix(hp, self+"/")
-		if !ok || name == "" || strings.Contains(name, "/") || !davxml.StatusOK(r.Status) {
+		switch {
+		case !ok || name == "" || strings.Contains(name, "/"):
+			continue
+		case !davxml.StatusOK(r.Status):
+			refused = append(refused, name)
 			continue
 		}
 		out = append(out, propInfo(r, name, a.storage))
@@ -262,9 +271,9 @@ func members(a davAnswer, u *url.URL) (out []endpoint.Info, rs []*davxml.Respons
 	}
 	if !sawSelf && len(a.ms.Responses) == 1 && len(out) == 1 && !out[0].IsDir {
 		// A server that answered for the file itself under another href.
-		return nil, nil, fmt.Errorf("%w: not a directory", endpoint.ErrRefused)
+		return nil, nil, nil, fmt.Errorf("%w: not a directory", endpoint.ErrRefused)
 	}
-	return out, rs, nil
+	return out, rs, refused, nil
 }
 
 // propInfo is what r says of the resource named name; storage: a
@@ -278,11 +287,14 @@ func propInfo(r *davxml.Response, name string, storage bool) endpoint.Info {
 
 // StatList lists dir with one PROPFIND depth 1 and describes its files
 // as Stat would, which only a lakefed storage role's answer proves
-// (endpoint.StatLister): its DAV:getetag is the strong tag of its HEAD,
-// and its HEAD, asked without Want-Digest as Stat asks, sends no
-// checksum, as PROPFIND does not. Directories, and files whose answer
-// lacks a size, a modification time or a strong tag, are unsure: Stat
-// asks those. Any other server (nginx: no DAV:getetag; XrdHttp) wraps
+// (endpoint.StatLister): it says each member is what a HEAD of it by the
+// same caller would answer (httpx.ListedAsHeadHeader), its DAV:getetag
+// is the strong tag of its HEAD, and its HEAD, asked without Want-Digest
+// as Stat asks, sends no checksum, as PROPFIND does not. Directories,
+// members given a status rather than properties (what its HEAD would
+// refuse: a path the rules deny, a symlink leading outside its root),
+// and files whose answer lacks a size, a modification time or a strong
+// tag, are unsure: Stat asks those. Any other server (nginx: no DAV:getetag; XrdHttp) wraps
 // ErrUnsupported, asked no more once its Server header is known. The
 // storage role streams a depth 1 answer and drops the connection when
 // it cannot finish it, so a listing that decodes is complete.
@@ -297,16 +309,19 @@ func (e *Endpoint) StatList(ctx context.Context, dir string, limit int) (files [
 	if err != nil {
 		return nil, nil, fail("list", dir, err)
 	}
-	if !a.storage {
+	if !a.asHead {
 		return nil, nil, fail("list", dir, errNotListedAsStat)
 	}
-	all, rs, err := members(a, u)
+	all, rs, refused, err := members(a, u)
 	switch {
 	case err != nil:
 		return nil, nil, fail("list", dir, err)
-	case len(all) > limit:
+	case len(all)+len(refused) > limit:
 		return nil, nil, fail("list", dir, fmt.Errorf("%w: more than %d entries", endpoint.ErrTooLarge, limit))
 	}
+	// A member its HEAD would refuse is there, but only its HEAD says
+	// how Stat fails for it.
+	unsure = refused
 	files = all[:0]
 	for i, in := range all {
 		if in.IsDir || !in.Strong || in.ModTime.IsZero() || !hasLength(rs[i]) {
@@ -324,7 +339,7 @@ const maxEntryXML = 2048
 
 // errNotListedAsStat: the server's listing does not say what its Stat
 // says.
-var errNotListedAsStat = fmt.Errorf("%w: the server's listing is not what its HEAD says (not a lakefed storage role)", endpoint.ErrUnsupported)
+var errNotListedAsStat = fmt.Errorf("%w: the server's listing is not what its HEAD says (not a lakefed storage role that says so)", endpoint.ErrUnsupported)
 
 // hasLength reports whether r gives a DAV:getcontentlength, as the HEAD
 // that settles a Stat must give a Content-Length (statHead).

@@ -2,6 +2,10 @@ package http_test
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/storage"
 	"github.com/lakefed/lakefed/internal/storage/storagetest"
 	"github.com/lakefed/lakefed/internal/testenv"
@@ -81,5 +86,61 @@ func TestStatListIsStat(t *testing.T) {
 	nep := newEP(t, endpoint.Config{URL: ng.URL})
 	if _, _, err := nep.StatList(t.Context(), "/d", 100); !errors.Is(err, endpoint.ErrUnsupported) {
 		t.Errorf("StatList on nginx = %v, want ErrUnsupported", err)
+	}
+}
+
+// TestStatListRefusedIsUnsure: a member the storage role's HEAD refuses
+// (a symlink leading outside its root: 403) is neither a file of the
+// listing nor missing from it, but unsure, so that its Stat (the HEAD)
+// gives the answer, as it would without a listing.
+func TestStatListRefusedIsUnsure(t *testing.T) {
+	site := storagetest.Start(t, storage.Config{})
+	if err := os.MkdirAll(filepath.Join(site.Dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(site.Dir, "d", "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(site.Dir, "d", "out")); err != nil {
+		t.Fatal(err)
+	}
+	ep := newEP(t, endpoint.Config{URL: site.URL})
+	files, unsure, err := ep.StatList(t.Context(), "/d", 100)
+	if err != nil {
+		t.Fatalf("StatList(/d) = %v", err)
+	}
+	if len(files) != 1 || files[0].Name != "f" || !slices.Equal(unsure, []string{"out"}) {
+		t.Errorf("StatList(/d) = %v, unsure %q; want f, unsure [out]", files, unsure)
+	}
+	if _, err := ep.Stat(t.Context(), "/d/out"); err == nil || errors.Is(err, endpoint.ErrNotFound) {
+		t.Errorf("Stat(/d/out) = %v, want a refusal (not found would differ from its HEAD)", err)
+	}
+}
+
+// TestStatListNeedsListedAsHead: a storage role's listing that does not
+// say its members are what their HEAD says (an older storage role, or
+// one behind rules it does not know) is not taken for Stats.
+func TestStatListNeedsListedAsHead(t *testing.T) {
+	site := storagetest.Start(t, storage.Config{})
+	if err := os.MkdirAll(filepath.Join(site.Dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(site.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		r.Header.Del(httpx.ListedAsHeadHeader)
+		return nil
+	}
+	old := httptest.NewServer(proxy)
+	t.Cleanup(old.Close)
+	ep := newEP(t, endpoint.Config{URL: old.URL})
+	if _, _, err := ep.StatList(t.Context(), "/d", 100); !errors.Is(err, endpoint.ErrUnsupported) {
+		t.Errorf("StatList without %s = %v, want ErrUnsupported", httpx.ListedAsHeadHeader, err)
+	}
+	if _, _, err := newEP(t, endpoint.Config{URL: site.URL}).StatList(t.Context(), "/d", 100); err != nil {
+		t.Errorf("StatList of the storage role itself = %v, want nil", err)
 	}
 }
