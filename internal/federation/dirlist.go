@@ -31,7 +31,9 @@ import (
 //     acknowledged after the listing began is answered from it;
 //   - it is not used while the path is pending (a client sent to write
 //     it), nor when a pending mark outlived the listing's start: the
-//     client's write may land after the listing;
+//     client's write may land after the listing; a mark that left the
+//     cache before it expired (evicted, or replaced by a found answer
+//     since evicted) counts as there (cacheShard.lost);
 //   - the entry made from it expires when one made by a Stat at the
 //     listing's time would (listedFrom.cap), so no answer lives longer
 //     than negative_ttl or ttl from what an endpoint said;

@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -424,5 +425,51 @@ func TestListedAnswerExpiresAsItsListing(t *testing.T) {
 	}
 	if missing.status != http.StatusNotFound || missing.expires != l.taken+int64(30*time.Minute) {
 		t.Errorf("missing: %d, expires %d after the listing, want 404 and negative_ttl (%d)", missing.status, missing.expires-l.taken, int64(30*time.Minute))
+	}
+}
+
+// TestPendingMarkLostStillRefusesListing: a pending mark (a client sent
+// to PUT the path) that leaves the cache before it expires, evicted by
+// a full shard or replaced by a found answer that is evicted in turn,
+// still refuses an answer from a listing taken while it stood: the
+// client's write may land after the listing, which would then hide it
+// for negative_ttl.
+func TestPendingMarkLostStillRefusesListing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(c *mdCache, now int64)
+	}{
+		{"evicted", func(c *mdCache, now int64) {}},
+		{"replaced, then evicted", func(c *mdCache, now int64) {
+			c.put("/d/f", &entry{status: 200, expires: now + int64(time.Hour)}, now)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(cacheShards, testHot, nil) // one entry a shard
+			c.invalidate("/d/f", time.Hour)          // the 307: a hold of negative_ttl
+			taken := time.Now().UnixNano()           // a listing of /d begins
+			if !c.pendingAfter("/d/f", taken) {
+				t.Fatal("pendingAfter with the mark in place = false")
+			}
+			tc.lose(c, taken)
+			// Fill /d/f's shard: its one slot goes to another path.
+			s := c.shard("/d/f")
+			holds := func() bool {
+				s.mu.RLock()
+				defer s.mu.RUnlock()
+				return s.findLocked(maphash.String(c.seed, "/d/f"), "/d/f") >= 0
+			}
+			for i := 0; holds(); i++ {
+				if k := fmt.Sprintf("/other/%d", i); c.shard(k) == s {
+					c.put(k, &entry{status: 200, expires: taken + int64(time.Hour)}, taken)
+				}
+			}
+			if !c.pendingAfter("/d/f", taken) {
+				t.Error("pendingAfter after the mark left the cache = false, want true while it would have stood")
+			}
+			if c.pendingAfter("/d/f", taken+int64(2*time.Hour)) {
+				t.Error("pendingAfter a listing taken after the mark's expiry = true, want false")
+			}
+		})
 	}
 }
