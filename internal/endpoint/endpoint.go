@@ -170,9 +170,10 @@ type Presigner interface {
 // federator then answers the look-ups of many new paths in one directory
 // with one listing rather than a Stat per path and endpoint. A kind
 // declares it only where that is proven for the answer at hand (the http
-// kind against a lakefed storage role, whose PROPFIND carries the strong
-// ETag its HEAD sends; not nginx, whose PROPFIND has no ETag), never
-// because a List usually agrees.
+// kind against a lakefed storage role that says each member of its
+// listing is what a HEAD of it would answer, with the strong ETag its
+// HEAD sends; not nginx, whose PROPFIND has no ETag), never because a
+// List usually agrees.
 type StatLister interface {
 	// StatList lists dir, of at most limit entries. Each Info in files
 	// is what Stat of dir/Name would return at that moment (size,
