@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lakefed/lakefed/internal/config"
-	"github.com/lakefed/lakefed/internal/shared"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -377,32 +375,7 @@ func TestListingOlderThanAnotherFederatorsWrite(t *testing.T) {
 // paths another one wrote.
 func sharedRealFeds(t *testing.T, n int, yamlText string, onInval func(i int, paths []string)) []*Federator {
 	t.Helper()
-	r := testenv.StartRedis(t)
-	cfg, err := config.Parse([]byte(yamlText))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var feds []*Federator
-	for i := range n {
-		var fed *Federator
-		sh, err := shared.New(t.Context(), shared.Options{URL: r.URL, Lease: 5 * time.Second, Log: quiet(),
-			OnInvalidate: func(paths []string) { onInval(i, paths); fed.ForgetShared(paths) },
-			OnFlush:      func() { fed.ForgetAll() }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fed, err = New(t.Context(), *cfg.Federation, Options{Log: quiet(), Shared: sh})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { sh.Run(ctx); close(done) }()
-		t.Cleanup(func() { fed.Close(); cancel(); <-done; sh.Close() })
-		testenv.Eventually(t, 5*time.Second, "joined the shared state", func() bool { return !sh.Degraded() && sh.Trusted() })
-		feds = append(feds, fed)
-	}
-	return feds
+	return sharedFedsWith(t, n, yamlText, nil, 5*time.Second, onInval)
 }
 
 // TestListedAnswerExpiresAsItsListing: an entry made from a listing

@@ -178,32 +178,19 @@ func (s *Server) serveLiveListing(w *respWriter, r *http.Request, p string, prop
 // d (the collection p), then the closing tag.
 func (s *Server) liveMembers(w io.Writer, r *http.Request, d *os.File, p string, props []liveProp, buf []byte) error {
 	dfd := int(d.Fd())
-	for {
-		ents, rerr := d.ReadDir(propfindBatch)
-		for _, e := range ents {
-			name := e.Name()
-			if strings.HasPrefix(name, reservedPrefix) {
-				continue
-			}
-			var err error
-			if buf, err = s.appendMember(buf, r, dfd, p, name, props); err != nil {
-				return err
-			}
-			if len(buf) >= liveFlush {
-				if _, err := w.Write(buf); err != nil {
-					return err
-				}
-				buf = buf[:0]
-			}
+	err := eachMember(d, func(name string) error {
+		var err error
+		if buf, err = s.appendMember(buf, r, dfd, p, name, props); err != nil || len(buf) < liveFlush {
+			return err
 		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return rerr
-		}
+		_, err = w.Write(buf)
+		buf = buf[:0]
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	_, err := w.Write(append(buf, msTail...))
+	_, err = w.Write(append(buf, msTail...))
 	return err
 }
 

@@ -29,6 +29,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 	"syscall"
@@ -131,26 +132,34 @@ func (s *Server) streamMembers(w *respWriter, p string, sub *propfinder) error {
 		return err
 	}
 	defer d.Close()
+	err = eachMember(d, func(name string) error { return s.streamMember(w, sub, path.Join(p, name)) })
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, msTail)
+	return err
+}
+
+// eachMember calls fn with the name of each member of the open directory
+// d, propfindBatch names read at a time, the server's reserved names left
+// out; it stops at fn's first error.
+func eachMember(d *os.File, fn func(name string) error) error {
 	for {
 		ents, rerr := d.ReadDir(propfindBatch)
 		for _, e := range ents {
-			name := e.Name()
-			if strings.HasPrefix(name, reservedPrefix) {
-				continue
-			}
-			if err := s.streamMember(w, sub, path.Join(p, name)); err != nil {
-				return err
+			if name := e.Name(); !strings.HasPrefix(name, reservedPrefix) {
+				if err := fn(name); err != nil {
+					return err
+				}
 			}
 		}
 		if rerr == io.EOF {
-			break
+			return nil
 		}
 		if rerr != nil {
 			return rerr
 		}
 	}
-	_, err = io.WriteString(w, msTail)
-	return err
 }
 
 // streamMember answers one member and copies its response to w; a member
