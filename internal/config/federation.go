@@ -120,12 +120,9 @@ type MetadataCache struct {
 	// a lakefed storage role; not nginx, XrdHttp, S3 or POSIX). A listing
 	// answers for negative_ttl after it was taken, an answer from it is
 	// cached no longer than one from a Stat made when it was taken, and a
-	// path written since is asked with Stat. 2 leaves a file read alone
-	// asked as before; 1 lists on the first look-up. Default -1, never:
-	// the storage role answers a listing at about 40 µs an entry, more
-	// than the HEADs it saves cost on a nearby site, and the look-ups of
-	// a directory wait for it; it pays where each round trip to a site is
-	// long (sites across a WAN).
+	// path written since is asked with Stat. Default 2: a file read alone
+	// is asked as before, and the second new path of its directory lists
+	// it; 1 lists on the first look-up; -1 never lists.
 	ListAfter int `yaml:"list_after"`
 	// ListMaxEntries is the most entries of a directory listed: a larger
 	// one is looked up a path at a time. Listings of up to 8 times this

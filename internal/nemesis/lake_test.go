@@ -91,8 +91,8 @@ func startLake(t *testing.T, out string) *lake {
 		port := testenv.FreePort(t)
 		// The runner reads /api/endpoints and /api/buffer over the
 		// namespace's link (10.x), not the loopback. The federators
-		// answer look-ups from directory listings (list_after), off by
-		// default, so that the faults reach those answers too.
+		// answer look-ups from directory listings (list_after, as by
+		// default), so that the faults reach those answers too.
 		cfg := fmt.Sprintf(`listen: %s
 shared: {redis: %q, lease: 2s, node: fed-%d}
 operator: {anonymous: [127.0.0.0/8, 10.0.0.0/8]}
