@@ -43,6 +43,7 @@ DUR=${DUR:-10}               # seconds per timed figure
 CONNS=${CONNS:-64}
 RATE=${RATE:-20000}          # fixed offered load for the p99 figure
 MISS_N=${MISS_N:-300}        # never-seen missing paths, asked one at a time
+LIST_AFTER=${LIST_AFTER:-}   # metadata_cache.list_after for the federator; empty: its default
 for t in go wrk nginx xrootd cmsd python3 timeout; do
   command -v $t >/dev/null || { echo "missing $t: run scripts/install-deps.sh" >&2; exit 1; }
 done
@@ -114,6 +115,7 @@ federation:
     max_entries: $((FILES * 2))
     ttl: 10m
     negative_ttl: 5s
+$([ -n "$LIST_AFTER" ] && echo "    list_after: $LIST_AFTER")
   health:
     interval: 2s
     timeout: 1s

@@ -189,9 +189,17 @@ func (a *Authorizer) WithCaller(r *http.Request) *http.Request {
 // that show paths of the namespace (files cached, uploads failing,
 // replicas disagreeing) show only those, until they get rules of their
 // own. It does not log or count.
-func (a *Authorizer) MayList(r *http.Request, p string) bool {
+func (a *Authorizer) MayList(r *http.Request, p string) bool { return a.may(r, List, p) }
+
+// MayRead reports, as MayList does, whether the caller of r may read p
+// (GET, HEAD): what a storage role's listing checks of each member, so
+// that it says of a file no more than a HEAD of it would.
+func (a *Authorizer) MayRead(r *http.Request, p string) bool { return a.may(r, Read, p) }
+
+// may reports whether the caller of r may do action on p.
+func (a *Authorizer) may(r *http.Request, action Action, p string) bool {
 	id, _ := IdentityFrom(r.Context())
-	return a.Allow(r.Context(), id, List, p) == nil
+	return a.Allow(r.Context(), id, action, p) == nil
 }
 
 // passOn is the request next gets: id in its context, the query without

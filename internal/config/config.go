@@ -197,6 +197,12 @@ func (c *Config) SetDefaults() {
 	if mc.NegativeTTL == 0 {
 		mc.NegativeTTL = Duration(DefaultNegativeTTL)
 	}
+	if mc.ListAfter == 0 {
+		mc.ListAfter = DefaultListAfter
+	}
+	if mc.ListMaxEntries == 0 {
+		mc.ListMaxEntries = DefaultListMax
+	}
 	h := &f.Health
 	if h.Interval == 0 {
 		h.Interval = Duration(DefaultInterval)

@@ -111,6 +111,23 @@ type MetadataCache struct {
 	// among the Hot most read. A warm redirect of a path beyond them
 	// costs about 1 µs more. Default 16384; at most max_entries.
 	Hot int `yaml:"hot"`
+	// ListAfter is how many look-ups of new paths in one directory of an
+	// endpoint, within negative_ttl, make the federator list that
+	// directory once and answer the look-ups that follow there from the
+	// listing, rather than with a Stat of each path on each endpoint (jobs
+	// read a directory file by file). Only kinds whose listing is proven
+	// to say what Stat says of each file are listed (the http kind against
+	// a lakefed storage role; not nginx, XrdHttp, S3 or POSIX). A listing
+	// answers for negative_ttl after it was taken, an answer from it is
+	// cached no longer than one from a Stat made when it was taken, and a
+	// path written since is asked with Stat. Default 2: a file read alone
+	// is asked as before, and the second new path of its directory lists
+	// it; 1 lists on the first look-up; -1 never lists.
+	ListAfter int `yaml:"list_after"`
+	// ListMaxEntries is the most entries of a directory listed: a larger
+	// one is looked up a path at a time. Listings of up to 8 times this
+	// many entries in all are kept. Default 10000.
+	ListMaxEntries int `yaml:"list_max_entries"`
 }
 
 // Health configures how endpoints are marked down and up again.

@@ -80,6 +80,8 @@ const (
 	DefaultHotEntries   = 16384
 	DefaultTTL          = 60 * time.Second
 	DefaultNegativeTTL  = 5 * time.Second
+	DefaultListAfter    = 2
+	DefaultListMax      = 10000
 	DefaultInterval     = 2 * time.Second
 	DefaultProbeTimeout = 2 * time.Second
 	DefaultFailAfter    = 2

@@ -170,6 +170,12 @@ func (f *Federation) validate(v *validator, path string) {
 	if mc.NegativeTTL < 0 {
 		v.errorf(path+".metadata_cache.negative_ttl", "must not be negative")
 	}
+	if mc.ListAfter < -1 {
+		v.errorf(path+".metadata_cache.list_after", "must be -1 (never list) or more")
+	}
+	if mc.ListMaxEntries < 0 {
+		v.errorf(path+".metadata_cache.list_max_entries", "must not be negative")
+	}
 	h := f.Health
 	if h.Interval <= 0 {
 		v.errorf(path+".health.interval", "must be positive")

@@ -165,6 +165,28 @@ type Presigner interface {
 	PresignExpiry() time.Duration
 }
 
+// StatLister is implemented by kinds that can describe a directory's
+// files in one request exactly as Stat describes each of them: the
+// federator then answers the look-ups of many new paths in one directory
+// with one listing rather than a Stat per path and endpoint. A kind
+// declares it only where that is proven for the answer at hand (the http
+// kind against a lakefed storage role that says each member of its
+// listing is what a HEAD of it would answer, with the strong ETag its
+// HEAD sends; not nginx, whose PROPFIND has no ETag), never because a
+// List usually agrees.
+type StatLister interface {
+	// StatList lists dir, of at most limit entries. Each Info in files
+	// is what Stat of dir/Name would return at that moment (size,
+	// ModTime, ETag, Strong and checksums alike); unsure names entries
+	// that exist but that Stat may describe otherwise (directories,
+	// files the listing describes less fully), to be asked with Stat.
+	// The listing is complete: a name in neither is not in dir. An error
+	// wrapping ErrUnsupported says this answer cannot promise that, one
+	// wrapping ErrTooLarge that dir has more than limit entries (the
+	// caller uses Stat); a dir that does not exist wraps ErrNotFound.
+	StatList(ctx context.Context, dir string, limit int) (files []Info, unsure []string, err error)
+}
+
 // Checksummer is implemented by endpoints that can compute or look up a
 // checksum without the caller reading the whole file.
 type Checksummer interface {

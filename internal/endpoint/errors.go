@@ -45,6 +45,9 @@ var (
 	// caller that read the file's size before, a sign that the file it
 	// reads now is another, shorter version.
 	ErrBeyondEnd = &classed{msg: "offset beyond the end of the file", class: ErrRefused}
+	// ErrTooLarge: the answer is over the bound the caller set (a
+	// listing of more entries than StatList's limit). It is a refusal.
+	ErrTooLarge = &classed{msg: "over the caller's bound", class: ErrRefused}
 )
 
 // BeyondEnd is the error of a read at off of a file of size bytes (size

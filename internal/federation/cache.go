@@ -67,6 +67,31 @@ type cacheShard struct {
 	// invalidation came in between (putIf): an answer older than a write
 	// must not be cached after the write dropped the path.
 	gen atomic.Uint64
+	// lost holds, by lostBucket of a key's hash, the latest expiry
+	// (unix ns) of a pending mark that left the shard (evicted, or
+	// replaced by an answer): pendingAfter counts it as still there, so
+	// that losing a mark never lets an answer taken before the client's
+	// write (a listing) be used while the mark would have refused it.
+	// Keys share buckets: a loss may refuse a few other paths' answers
+	// from a listing too, which then ask Stat.
+	lost [lostBuckets]int64
+}
+
+// lostBuckets is the size of cacheShard.lost: 512 bytes a shard.
+const lostBuckets = 64
+
+// lostBucket is the bucket of cacheShard.lost of the key hashed to h
+// (bits the shard index does not use).
+func lostBucket(h uint64) int { return int(h / cacheShards % lostBuckets) }
+
+// losePendingLocked records in lost that d, leaving its slot, was a
+// pending mark of the key hashed to h; an expired one is recorded as
+// harmlessly as it was kept (pendingAfter compares its expiry).
+func (s *cacheShard) losePendingLocked(h uint64, d string) {
+	if d != "" && packedFlags(d)&pkPending != 0 {
+		b := &s.lost[lostBucket(h)]
+		*b = max(*b, packedExpires(d))
+	}
 }
 
 const chunkSlots = 256
@@ -240,6 +265,7 @@ func (c *mdCache) putLocked(s *cacheShard, h uint64, d string, fat bool, e *entr
 		if packedKey(old) == packedKey(d) && packedFlags(old)&pkPending != 0 && e.negative && now < packedExpires(old) {
 			return
 		}
+		s.losePendingLocked(h, old)
 		c.setLocked(s, i, d, fat, e)
 		w, bit := s.ref(i)
 		w.And(^bit)
@@ -275,6 +301,39 @@ func (c *mdCache) setLocked(s *cacheShard, i int32, d string, fat bool, e *entry
 
 // gen returns the invalidation count of key's shard, for putIf.
 func (c *mdCache) gen(key string) uint64 { return c.shard(key).gen.Load() }
+
+// shardIndex is the index of key's shard, for gensInto.
+func (c *mdCache) shardIndex(key string) int {
+	return int(maphash.String(c.seed, key) % cacheShards)
+}
+
+// gensInto reads the invalidation count of every shard into g: what an
+// answer taken now for many paths at once (a listing) is checked
+// against, path by path, when it is used.
+func (c *mdCache) gensInto(g *[cacheShards]uint64) {
+	for i := range c.shards {
+		g[i] = c.shards[i].gen.Load()
+	}
+}
+
+// pendingAfter reports whether key holds a pending mark (a client was
+// sent to write it) that had not expired by since, or may have held one
+// that left the cache (cacheShard.lost): an answer taken then may
+// predate the client's write.
+func (c *mdCache) pendingAfter(key string, since int64) bool {
+	h, s := c.hash(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.lost[lostBucket(h)] > since {
+		return true
+	}
+	i := s.findLocked(h, key)
+	if i < 0 {
+		return false
+	}
+	d := s.slot(i).data
+	return packedFlags(d)&pkPending != 0 && packedExpires(d) > since
+}
 
 // putIf is put, unless key's shard saw an invalidation since gen was
 // read: then the answer may predate a write, and is not kept.
@@ -390,9 +449,11 @@ func (s *cacheShard) evictLocked(c *mdCache, now int64) {
 // dropLocked empties slot i.
 func (s *cacheShard) dropLocked(c *mdCache, i int32) {
 	sl := s.slot(i)
-	if h := maphash.String(c.seed, packedKey(sl.data)); s.m[h] == i {
+	h := maphash.String(c.seed, packedKey(sl.data))
+	if s.m[h] == i {
 		delete(s.m, h)
 	}
+	s.losePendingLocked(h, sl.data)
 	sl.data, sl.hot = "", nil
 	w, bit := s.ref(i)
 	w.And(^bit)

@@ -134,9 +134,12 @@ type snapshot struct {
 	upstreams []*member
 	byName    map[string]*member
 	cache     *mdCache
-	flight    singleflight.Group
-	geo       *geoip2.Reader // nil: no GeoIP database
-	nets      []clientNet    // most specific first
+	// dirs answers look-ups of new paths from directory listings
+	// (dirlist.go); nil when listing is off.
+	dirs   *dirLister
+	flight singleflight.Group
+	geo    *geoip2.Reader // nil: no GeoIP database
+	nets   []clientNet    // most specific first
 	// geoLocs remembers GeoIP positions ([2]float64 → *clientLoc) with
 	// their endpoint distances; nGeoLocs counts them (bounded).
 	geoLocs  sync.Map
@@ -304,6 +307,7 @@ func (f *Federator) Reload(cfg config.Federation) error {
 		return err
 	}
 	s.cache = newCache(cfg.MetadataCache.MaxEntries, cfg.MetadataCache.Hot, s.members)
+	s.dirs = newDirLister(cfg.MetadataCache)
 	s.pin()
 	f.snap.Store(s)
 	for _, m := range fresh {
@@ -367,6 +371,7 @@ func (s *snapshot) pin() {
 		v := &snapshot{cfg: s.cfg, byName: map[string]*member{}, geo: s.geo, nets: s.nets, root: s}
 		v.add(m)
 		v.cache = newCache(n, max(1, s.cfg.MetadataCache.Hot/max(1, len(s.members))), v.members)
+		v.dirs = newDirLister(s.cfg.MetadataCache)
 		s.pins[m.name] = v
 	}
 }

@@ -358,12 +358,19 @@ func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int,
 // With early set (a read's look-up), the answer does not wait for slow
 // endpoints once one has the file (fanout, foundGrace).
 func (f *Federator) locateEndpoints(ctx context.Context, s *snapshot, p string, hops int, early bool) *entry {
+	e, _ := f.locateListed(ctx, s, p, hops, early)
+	return e
+}
+
+// locateListed is locateEndpoints, which also says the oldest listing
+// the answer came from (dirlist.go).
+func (f *Federator) locateListed(ctx context.Context, s *snapshot, p string, hops int, early bool) (*entry, listedFrom) {
 	ctx = context.WithoutCancel(ctx)
 	if hops > 0 {
 		ctx = httpx.WithHops(ctx, hops)
 	}
 	e := &entry{epoch: f.epoch.Load()}
-	rest := f.fanout(ctx, s, s.locals, p, e, early)
+	rest, lf := f.fanout(ctx, s, s.locals, p, e, early)
 	if len(e.replicas) == 0 && len(s.upstreams) > 0 {
 		if hops < s.cfg.MaxHops {
 			f.fanout(ctx, s, s.upstreams, p, e, false)
@@ -384,6 +391,7 @@ func (f *Federator) locateEndpoints(ctx context.Context, s *snapshot, p string, 
 		}
 	}
 	f.finish(s, e, p, virtual)
+	lf.cap(s, e)
 	if rest != nil {
 		// Some endpoints were left behind (foundGrace): finish the
 		// look-up in the background and put the full answer in place
@@ -391,14 +399,15 @@ func (f *Federator) locateEndpoints(ctx context.Context, s *snapshot, p string, 
 		f.bg.Go(func() {
 			asked, res := rest()
 			full := &entry{epoch: e.epoch}
-			f.addProbes(full, p, asked, res, nil)
+			flf := f.addProbes(full, p, asked, res, nil)
 			f.finish(s, full, p, virtual)
+			flf.cap(s, full)
 			if hops < s.cfg.MaxHops && full.expires > 0 {
 				s.cache.replace(p, e, full)
 			}
 		})
 	}
-	return e
+	return e, lf
 }
 
 // foundGrace is how long a look-up waits for the other endpoints once
@@ -422,14 +431,18 @@ type probe struct {
 	url  string
 	born int64
 	down bool // not asked: marked down
+	// listed: the answer came from this listing (dirlist.go), not from
+	// a Stat.
+	listed *dirListing
 }
 
 // fanout asks members (those matching p) for p and appends their answers
 // and replicas to e, in the members' order. With early set, once one
 // endpoint has it the others get foundGrace; fanout then returns a
 // function that waits for those left behind and returns every answer
-// (nil when none was left behind).
-func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, p string, e *entry, early bool) (rest func() ([]*member, []probe)) {
+// (nil when none was left behind). With early set, answers may come
+// from directory listings (dirlist.go): lf says the oldest.
+func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, p string, e *entry, early bool) (rest func() ([]*member, []probe), lf listedFrom) {
 	var asked []*member
 	for _, m := range members {
 		if m.matches(p) {
@@ -437,6 +450,24 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 		}
 	}
 	res := make([]probe, len(asked))
+	// Members whose listing of p's directory is at hand answer on this
+	// goroutine, without a goroutine, a channel or a deadline.
+	var inline []bool
+	n := 0
+	if early && len(asked) > 1 && s.dirs != nil {
+		for i, m := range asked {
+			if r, ok := f.askListed(ctx, s, m, p); ok {
+				if inline == nil {
+					inline = make([]bool, len(asked))
+				}
+				res[i], inline[i] = r, true
+				n++
+			}
+		}
+		if n == len(asked) {
+			return nil, f.addProbes(e, p, asked, res, nil)
+		}
+	}
 	// One deadline for the whole fan-out when every endpoint asked has
 	// the same timeout (the usual case): a context and its timer per
 	// endpoint were a twentieth of the cold path.
@@ -457,22 +488,32 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 		// already grown to what an HTTP round trip needs.
 		defer cancel()
 		if len(asked) == 1 {
-			res[0] = f.ask(ctx, shared, s, asked[0], p)
+			res[0] = f.ask(ctx, shared, s, asked[0], p, early)
 		}
-		f.addProbes(e, p, asked, res, nil)
-		return nil
+		return nil, f.addProbes(e, p, asked, res, nil)
 	}
 	done := make(chan int, len(asked))
 	start := time.Now()
 	for i := range asked {
+		if inline != nil && inline[i] {
+			continue
+		}
 		go func() {
-			res[i] = f.ask(ctx, shared, s, asked[i], p)
+			res[i] = f.ask(ctx, shared, s, asked[i], p, early)
 			done <- i
 		}()
 	}
 	got := make([]bool, len(asked))
-	pending := len(asked)
+	pending := len(asked) - n
 	var grace <-chan time.Time
+	for i := range inline {
+		got[i] = inline[i]
+		if inline[i] && res[i].err == nil && grace == nil {
+			t := time.NewTimer(foundGrace)
+			defer t.Stop()
+			grace = t.C
+		}
+	}
 collect:
 	for pending > 0 {
 		select {
@@ -488,10 +529,10 @@ collect:
 			break collect
 		}
 	}
-	f.addProbes(e, p, asked, res, got)
+	lf = f.addProbes(e, p, asked, res, got)
 	if pending == 0 {
 		cancel()
-		return nil
+		return nil, lf
 	}
 	return func() ([]*member, []probe) {
 		for ; pending > 0; pending-- {
@@ -499,12 +540,13 @@ collect:
 		}
 		cancel()
 		return asked, res
-	}
+	}, lf
 }
 
 // ask asks one member for p, under shared when it is set, else under the
-// member's own timeout.
-func (f *Federator) ask(ctx, shared context.Context, s *snapshot, m *member, p string) probe {
+// member's own timeout. A read's look-up (listed) may be answered from a
+// listing of p's directory instead (fromListing).
+func (f *Federator) ask(ctx, shared context.Context, s *snapshot, m *member, p string, listed bool) probe {
 	var r probe
 	if !m.h.Up() {
 		r.down = true
@@ -517,23 +559,53 @@ func (f *Federator) ask(ctx, shared context.Context, s *snapshot, m *member, p s
 		sctx, cancel = context.WithTimeout(ctx, m.cfg.TimeoutOrDefault())
 		defer cancel()
 	}
-	start := time.Now()
-	info, err := m.ep.Stat(sctx, ep)
-	d := time.Since(start)
-	if err == nil && !m.proxy {
-		if u, uerr := endpoint.RedirectURL(sctx, m.ep, ep, endpoint.OpRead); uerr == nil {
+	var ok bool
+	if listed {
+		r, ok = f.fromListing(ctx, s, m, p, true)
+	}
+	if ok {
+		f.m.listedAnswers.Inc()
+	} else {
+		start := time.Now()
+		r.info, r.err = m.ep.Stat(sctx, ep)
+		r.dur = time.Since(start)
+		f.requestResult(s, m, r.err, r.dur)
+	}
+	f.redirectURL(sctx, m, ep, &r)
+	return r
+}
+
+// askListed is ask answered from a listing of p's directory already at
+// hand (fromListing), or ok false: then ask asks, and may list. The
+// redirect URL is made under ctx alone: a deadline's timer is what
+// answering here saves, and the kinds that list make their URLs without
+// asking the endpoint.
+func (f *Federator) askListed(ctx context.Context, s *snapshot, m *member, p string) (r probe, ok bool) {
+	if !m.h.Up() {
+		return r, false
+	}
+	if r, ok = f.fromListing(ctx, s, m, p, false); ok {
+		f.m.listedAnswers.Inc()
+		f.redirectURL(ctx, m, m.endpointPath(p), &r)
+	}
+	return r, ok
+}
+
+// redirectURL sets r's redirect URL when m has the file at ep and
+// clients can be sent to it.
+func (f *Federator) redirectURL(ctx context.Context, m *member, ep string, r *probe) {
+	if r.err == nil && !m.proxy {
+		if u, err := endpoint.RedirectURL(ctx, m.ep, ep, endpoint.OpRead); err == nil {
 			r.url, r.born = u.String(), time.Now().UnixNano()
 		}
 	}
-	f.requestResult(s, m, err, d)
-	r.info, r.err, r.dur = info, err, d
-	return r
 }
 
 // addProbes appends to e the answers in res (those marked in got; all when got
 // is nil) to e, in the members' order; a member not yet answered is
-// recorded as slow and makes e incomplete.
-func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, got []bool) {
+// recorded as slow and makes e incomplete. lf is the oldest listing an
+// answer added came from.
+func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, got []bool) (lf listedFrom) {
 	// Room for them all at once: what append's doubling leaves spare
 	// stays in the cache with the entry.
 	e.answers = slices.Grow(e.answers, len(asked))
@@ -546,6 +618,7 @@ func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, 
 			continue
 		}
 		r := res[i]
+		lf.add(r.listed)
 		a := newAnswer(m, r.dur)
 		switch {
 		case r.down:
@@ -571,6 +644,7 @@ func (f *Federator) addProbes(e *entry, p string, asked []*member, res []probe, 
 		}
 		e.answers = append(e.answers, a)
 	}
+	return lf
 }
 
 // finish decides the entry's status and expiry and precomputes headers.

@@ -37,6 +37,13 @@ type metrics struct {
 	sharedHits prometheus.Counter
 	// fast: GETs and HEADs answered on the fast path (fast.go).
 	fast prometheus.Counter
+	// listings: directories listed to answer look-ups (dirlist.go), by
+	// outcome; listedAnswers: endpoint answers taken from one rather
+	// than from a Stat.
+	listings       *prometheus.CounterVec
+	listingsOK     prometheus.Counter
+	listingsFailed prometheus.Counter
+	listedAnswers  prometheus.Counter
 }
 
 // memberMetrics are one endpoint's series, resolved once so that the hot
@@ -84,6 +91,10 @@ func newMetrics() *metrics {
 			Help: "Look-ups answered from the metadata the federators share (Redis), without asking the endpoints."}),
 		fast: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "fast_path_requests_total",
 			Help: "GET and HEAD requests answered by the lean HTTP/1.1 path instead of net/http (also counted in redirects_total and metadata_cache_hits_total)."}),
+		listings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "directory_listings_total",
+			Help: "Directories of an endpoint listed to answer look-ups of new paths in them, by outcome: complete, or failed (over list_max_entries, not listable as Stat, an error: Stat answers)."}, []string{"result"}),
+		listedAnswers: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "listed_answers_total",
+			Help: "Endpoint answers to look-ups taken from a directory listing instead of a Stat."}),
 	}
 	for i, method := range answerMethods {
 		for c := range m.answered[i] {
@@ -93,7 +104,9 @@ func newMetrics() *metrics {
 	m.locFound = m.locates.WithLabelValues("found")
 	m.locMissing = m.locates.WithLabelValues("notfound")
 	m.locUnavail = m.locates.WithLabelValues("unavailable")
-	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.spliced, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers, m.sharedHits, m.fast)
+	m.listingsOK = m.listings.WithLabelValues("complete")
+	m.listingsFailed = m.listings.WithLabelValues("failed")
+	m.reg.MustRegister(m.locates, m.hits, m.misses, m.redirects, m.proxied, m.spliced, m.up, m.changes, m.errors, m.failovers, m.mismatches, m.disagreements, m.answers, m.sharedHits, m.fast, m.listings, m.listedAnswers)
 	return m
 }
 

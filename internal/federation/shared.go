@@ -25,7 +25,9 @@ import (
 //   - Redis is a second level under each metadata cache: a miss asks it
 //     before the endpoints, and concurrent cold look-ups of one path on
 //     several federators reach the endpoints about once (a short lease
-//     per path, the others wait for its answer).
+//     per path, the others wait for its answer); an answer from a
+//     directory listing is stored only while no path of the directory
+//     was written since the listing (dirlist.go).
 
 // sharedLookupWait bounds how long a look-up waits for another
 // federator's answer to the same path before asking the endpoints
@@ -160,11 +162,18 @@ func (f *Federator) sharedLocate(ctx context.Context, s *snapshot, p string) *en
 			}
 		}
 	}
-	e := f.locateEndpoints(ctx, s, p, 0, true)
+	e, lf := f.locateListed(ctx, s, p, 0, true)
 	if e.expires > 0 {
 		if b, err := encodeEntry(e); err == nil {
 			ttl := time.Until(time.Unix(0, e.expires))
-			_, _ = sh.StoreMeta(ctx, p, meta.Version, b, ttl)
+			if lf.at == 0 {
+				_, _ = sh.StoreMeta(ctx, p, meta.Version, b, ttl)
+			} else {
+				// Answered from a listing taken before p's version was
+				// read: a write in between shows only in the
+				// directory's version (dirlist.go).
+				_, _ = sh.StoreMetaListed(ctx, p, meta.Version, lf.dver, b, ttl)
+			}
 		}
 	}
 	return e

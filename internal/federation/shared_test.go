@@ -18,11 +18,6 @@ import (
 // through one Redis.
 func sharedFeds(t *testing.T, n int, yamlText string, fakes ...*fakeEP) []*Federator {
 	t.Helper()
-	r := testenv.StartRedis(t)
-	cfg, err := config.Parse([]byte(yamlText))
-	if err != nil {
-		t.Fatal(err)
-	}
 	byName := map[string]*fakeEP{}
 	for _, f := range fakes {
 		byName[f.name] = f
@@ -30,11 +25,32 @@ func sharedFeds(t *testing.T, n int, yamlText string, fakes ...*fakeEP) []*Feder
 	newEP := func(ctx context.Context, ec config.Endpoint, log *slog.Logger) (endpoint.Endpoint, error) {
 		return byName[ec.Name].asEndpoint(), nil
 	}
+	return sharedFedsWith(t, n, yamlText, newEP, time.Second, nil)
+}
+
+// sharedFedsWith starts n federators sharing state through one Redis,
+// with leases of lease, their endpoints made by newEP (nil: the real
+// kinds); onInval(i, paths), when set, runs before federator i drops
+// paths another one wrote.
+func sharedFedsWith(t *testing.T, n int, yamlText string, newEP NewEndpointFunc,
+	lease time.Duration, onInval func(i int, paths []string)) []*Federator {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	cfg, err := config.Parse([]byte(yamlText))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var feds []*Federator
-	for range n {
+	for i := range n {
 		var fed *Federator
-		sh, err := shared.New(t.Context(), shared.Options{URL: r.URL, Lease: time.Second, Log: quiet(),
-			OnInvalidate: func(paths []string) { fed.ForgetShared(paths) }, OnFlush: func() { fed.ForgetAll() }})
+		sh, err := shared.New(t.Context(), shared.Options{URL: r.URL, Lease: lease, Log: quiet(),
+			OnInvalidate: func(paths []string) {
+				if onInval != nil {
+					onInval(i, paths)
+				}
+				fed.ForgetShared(paths)
+			},
+			OnFlush: func() { fed.ForgetAll() }})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,13 @@ type site struct {
 	addr string
 	srv  *httptest.Server
 	t    *testing.T
+	// mu guards reqs (requests served, by method, and PROPFIND by
+	// depth: "PROPFIND depth 1") and around (set, runs
+	// each request in place of the storage role, which it calls as
+	// next when it wants).
+	mu     sync.Mutex
+	reqs   map[string]int
+	around func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
 
 func startSite(t *testing.T, name string) *site {
@@ -54,7 +62,25 @@ func (s *site) start() {
 		s.t.Fatalf("site %s: listen %s: %v", s.name, addr, err)
 	}
 	s.addr = ln.Addr().String()
-	s.srv = httptest.NewUnstartedServer(st.Handler())
+	h := st.Handler()
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.reqs == nil {
+			s.reqs = map[string]int{}
+		}
+		key := r.Method
+		if key == "PROPFIND" {
+			key += " depth " + r.Header.Get("Depth")
+		}
+		s.reqs[key]++
+		around := s.around
+		s.mu.Unlock()
+		if around != nil {
+			around(w, r, h)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
 	s.srv.Listener = ln
 	s.srv.Start()
 }
@@ -69,6 +95,20 @@ func (s *site) kill() {
 }
 
 func (s *site) url() string { return "http://" + s.addr + "/" }
+
+// count returns how many requests of method the site served (reqs).
+func (s *site) count(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reqs[method]
+}
+
+// serveAround makes fn run every request from now on (site.around).
+func (s *site) serveAround(fn func(w http.ResponseWriter, r *http.Request, next http.Handler)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.around = fn
+}
 
 func (s *site) write(t *testing.T, p string, data []byte) {
 	full := filepath.Join(s.dir, filepath.FromSlash(p))

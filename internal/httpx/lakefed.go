@@ -58,3 +58,12 @@ func Hops(ctx context.Context) int {
 // only the modification time and the size, RFC 9110 §8.8.1), and the
 // http kind believes a tag strong only of a server that says this.
 const StorageServer = "lakefed-storage"
+
+// ListedAsHeadHeader is set, to "1", on a storage role's answer to a
+// PROPFIND Depth 1 whose every member is what a HEAD of its path by the
+// same caller would answer: described with the HEAD's size, time and
+// entity tag, or given the HEAD's refusal as its status. Only such a
+// listing may stand for a HEAD per member (endpoint.StatLister); one
+// without it may describe a file its caller may not read, or leave out
+// one a HEAD would refuse rather than call missing.
+const ListedAsHeadHeader = "Lakefed-Listed-As-Head"

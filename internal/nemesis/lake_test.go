@@ -90,14 +90,16 @@ func startLake(t *testing.T, out string) *lake {
 		}
 		port := testenv.FreePort(t)
 		// The runner reads /api/endpoints and /api/buffer over the
-		// namespace's link (10.x), not the loopback.
+		// namespace's link (10.x), not the loopback. The federators
+		// answer look-ups from directory listings (list_after, as by
+		// default), so that the faults reach those answers too.
 		cfg := fmt.Sprintf(`listen: %s
 shared: {redis: %q, lease: 2s, node: fed-%d}
 operator: {anonymous: [127.0.0.0/8, 10.0.0.0/8]}
 federation:
   placement: spread
   retry_after: 1s
-  metadata_cache: {ttl: 10s, negative_ttl: 2s}
+  metadata_cache: {ttl: 10s, negative_ttl: 2s, list_after: 2}
   health: {interval: 500ms, timeout: 3s, fail_after: 3, recover_after: 1}
 %s`, hostPort(addr, port), l.redis.URL, i, endpoints)
 		node := Node{Name: fmt.Sprintf("fed-%d", i), URL: "http://" + hostPort(addr, port), Writes: true}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/lakefed/lakefed/internal/auth/authtest"
 	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/httpx/davxml"
 	"github.com/lakefed/lakefed/internal/server"
 	"github.com/lakefed/lakefed/internal/server/servertest"
 	"github.com/lakefed/lakefed/internal/storage"
@@ -383,5 +385,56 @@ func TestAuthRefusalsOnFirstSite(t *testing.T) {
 	put()
 	if n, ok := refusals(t, sites[0].URL+"metrics"); !ok || n != 2 {
 		t.Errorf("the first site's /metrics after its restart: refusals %v (present %v), want 2", n, ok)
+	}
+}
+
+// TestSiteListingSaysWhatHeadSays: under the rules, a storage site's
+// listing describes only the members its caller may read, and names the
+// others with a refusal, so that a federator taking it for a HEAD per
+// member finds no file a HEAD would refuse.
+func TestSiteListingSaysWhatHeadSays(t *testing.T) {
+	fed := servertest.Start(t, servertest.Options{Sites: 1, Configure: func(c *config.Config) {
+		c.Auth = &config.Auth{Rules: []config.Rule{
+			{Prefix: "/d", Anonymous: []string{"list"}},
+			{Prefix: "/d/pub", Anonymous: []string{"read"}},
+		}}
+	}})
+	site := fed.Sites[0]
+	for _, name := range []string{"d/pub", "d/secret"} {
+		p := filepath.Join(site.Dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("data"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := strings.TrimSuffix(site.URL, "/")
+	req, _ := http.NewRequest("PROPFIND", base+"/d/", strings.NewReader(davxml.PropfindBody))
+	req.Header.Set("Depth", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := davxml.Decode(resp.Body, davxml.MaxBody)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusMultiStatus || resp.Header.Get(httpx.ListedAsHeadHeader) != "1" {
+		t.Fatalf("PROPFIND /d/ = %d, %s %q, %v; want 207, 1", resp.StatusCode, httpx.ListedAsHeadHeader, resp.Header.Get(httpx.ListedAsHeadHeader), err)
+	}
+	described := map[string]bool{}
+	for _, r := range ms.Responses {
+		described[r.Href] = davxml.StatusOK(r.Status) && len(r.Propstats) > 0
+	}
+	if !described["/d/pub"] || described["/d/secret"] {
+		t.Errorf("PROPFIND /d/ described %v, want /d/pub and not /d/secret", described)
+	}
+	if _, ok := described["/d/secret"]; !ok {
+		t.Errorf("PROPFIND /d/ left /d/secret out, want it named with a refusal")
+	}
+	head, err := http.Head(base + "/d/secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head.Body.Close()
+	if head.StatusCode/100 != 4 {
+		t.Errorf("HEAD /d/secret = %d, want a refusal as its listing says", head.StatusCode)
 	}
 }

@@ -88,6 +88,7 @@ func (t *Site) start(first bool) error {
 			srv.UseTLS(tlsCfg)
 		}
 		srv.Guard(func(h http.Handler) http.Handler { return t.s.guardSite(h, t.cfg.Root, srv.MetricsPath()) })
+		srv.GuardReads(t.s.auth.MayRead)
 	}
 	var ln net.Listener
 	if first {

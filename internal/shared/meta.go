@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"time"
 
@@ -82,10 +83,13 @@ func (c *Client) loadMeta(ctx context.Context, p string) (Meta, error) {
 }
 
 // storeIf stores an entry only while the path's version is the one the
-// look-up started with.
+// look-up started with and, when a third key is given, while its
+// directory's version is the one read before the listing it was
+// answered from.
 var storeIf = redis.NewScript(`
 local v = redis.call('GET', KEYS[2]) or '0'
 if v ~= ARGV[1] then return 0 end
+if KEYS[3] and (redis.call('GET', KEYS[3]) or '0') ~= ARGV[4] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
 `)
@@ -94,17 +98,63 @@ return 1
 // written since its version was read (LoadMeta): such an answer may
 // predate the write. It reports whether the entry was stored.
 func (c *Client) StoreMeta(ctx context.Context, p string, version string, value []byte, ttl time.Duration) (bool, error) {
+	return c.storeMeta(ctx, p, version, "", value, ttl)
+}
+
+// StoreMetaListed is StoreMeta for an answer taken from a listing of
+// p's directory, asked for after that directory's version was read
+// (DirVersion): it is refused too when any path of the directory was
+// written since, as the listing may predate that write.
+func (c *Client) StoreMetaListed(ctx context.Context, p, version, dirVersion string, value []byte, ttl time.Duration) (bool, error) {
+	if dirVersion == "" {
+		return false, nil
+	}
+	return c.storeMeta(ctx, p, version, dirVersion, value, ttl)
+}
+
+func (c *Client) storeMeta(ctx context.Context, p, version, dirVersion string, value []byte, ttl time.Duration) (bool, error) {
 	if c.degraded.Load() {
 		return false, ErrDegraded
 	}
 	// The entry carries the run_id of the server its version was read
 	// on: a restart in between makes readers refuse it (unwrap).
 	id, count, _ := strings.Cut(version, " ")
-	n, err := storeIf.Run(ctx, c.rdb, []string{Key("md", p), Key("ver", p)}, count, wrap(id, value), max(1, ttl.Milliseconds())).Int64()
+	keys := []string{Key("md", p), Key("ver", p)}
+	args := []any{count, wrap(id, value), max(1, ttl.Milliseconds())}
+	if dirVersion != "" {
+		did, dcount, _ := strings.Cut(dirVersion, " ")
+		if did != id {
+			return false, nil // read on another run of the server: its count says nothing now
+		}
+		keys = append(keys, Key("dver", path.Dir(p)))
+		args = append(args, dcount)
+	}
+	n, err := storeIf.Run(ctx, c.rdb, keys, args...).Int64()
 	if err != nil {
 		return false, c.unreachable(err)
 	}
 	return n == 1, nil
+}
+
+// DirVersion returns the version of the directory dir: how many writes
+// of paths directly in it Invalidate has counted (while they are
+// recent: versionTTL), with the server's run, for StoreMetaListed.
+func (c *Client) DirVersion(ctx context.Context, dir string) (string, error) {
+	if c.degraded.Load() {
+		return "", ErrDegraded
+	}
+	v, err := c.rdb.Get(ctx, Key("dver", dir)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		v = "0"
+	case err != nil:
+		return "", c.unreachable(err)
+	}
+	id := c.server()
+	if id == "" {
+		return "", ErrDegraded
+	}
+	return id + " " + v, nil
 }
 
 // wrap prefixes an entry with the run_id of the Redis server whose

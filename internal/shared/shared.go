@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -485,12 +486,13 @@ func (c *Client) onAck(payload string) {
 }
 
 // Invalidate makes paths unknown to every process sharing this Redis
-// before it returns nil: their second-level entries are deleted and
-// their versions bumped (a look-up that started before cannot store its
-// answer, StoreMeta), and every live member has dropped them from its
-// memory or has been expelled and its lease has run out. ErrDegraded
-// when Redis cannot be reached: the caller must not acknowledge a write
-// as seen everywhere.
+// before it returns nil: their second-level entries are deleted, their
+// versions and their directories' bumped (a look-up that started
+// before, or answered from a listing taken before, cannot store its
+// answer: StoreMeta, StoreMetaListed), and every live member has
+// dropped them from its memory or has been expelled and its lease has
+// run out. ErrDegraded when Redis cannot be reached: the caller must not
+// acknowledge a write as seen everywhere.
 func (c *Client) Invalidate(ctx context.Context, paths ...string) error {
 	if len(paths) == 0 {
 		return nil
@@ -513,6 +515,10 @@ func (c *Client) Invalidate(ctx context.Context, paths ...string) error {
 		pipe.Del(ctx, Key("md", p))
 		pipe.Incr(ctx, Key("ver", p))
 		pipe.PExpire(ctx, Key("ver", p), versionTTL)
+		// An answer from a listing of p's directory taken before this
+		// write must not be stored either (StoreMetaListed).
+		pipe.Incr(ctx, Key("dver", path.Dir(p)))
+		pipe.PExpire(ctx, Key("dver", path.Dir(p)), versionTTL)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return c.unreachable(err)

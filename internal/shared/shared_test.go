@@ -139,6 +139,41 @@ func TestDegradedThenFlushed(t *testing.T) {
 	}
 }
 
+// An answer from a listing of a directory cannot be stored once any path
+// of that directory was written after the listing was asked for, even
+// when the path's own version was read after that write (the listing is
+// older than the write; the path's version is not).
+func TestStoreMetaListedRefusedAfterWriteInDir(t *testing.T) {
+	r := testenv.StartRedis(t)
+	a := startMember(t, r.URL, "a", 3*time.Second)
+	ctx := context.Background()
+	dv, err := a.DirVersion(ctx, "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Invalidate(ctx, "/d/f"); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := a.LoadMeta(ctx, "/d/f")
+	if ok, err := a.StoreMetaListed(ctx, "/d/f", m.Version, dv, []byte("old"), time.Minute); ok || err != nil {
+		t.Fatalf("StoreMetaListed with a directory version from before a write = %v, %v; want refused", ok, err)
+	}
+	if ok, err := a.StoreMetaListed(ctx, "/d/f", m.Version, "", []byte("old"), time.Minute); ok || err != nil {
+		t.Fatalf("StoreMetaListed without a directory version = %v, %v; want refused", ok, err)
+	}
+	if err := a.Invalidate(ctx, "/e/g"); err != nil { // another directory
+		t.Fatal(err)
+	}
+	dv, _ = a.DirVersion(ctx, "/d")
+	m, _ = a.LoadMeta(ctx, "/d/f")
+	if ok, err := a.StoreMetaListed(ctx, "/d/f", m.Version, dv, []byte("new"), time.Minute); !ok || err != nil {
+		t.Fatalf("StoreMetaListed with current versions = %v, %v", ok, err)
+	}
+	if m, _ = a.LoadMeta(ctx, "/d/f"); string(m.Value) != "new" {
+		t.Fatalf("LoadMeta = %q, want the stored entry", m.Value)
+	}
+}
+
 // A look-up that read a path's version before a write cannot store its
 // (older) answer after the write.
 func TestStoreMetaRefusedAfterWrite(t *testing.T) {

@@ -29,6 +29,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 	"syscall"
@@ -51,7 +52,9 @@ var errPropfindAbort = errors.New("storage: propfind: member failed after the mu
 
 // servePropfind answers PROPFIND with Depth 0 or 1 (checked by dispatch).
 // Depth 1 on a collection is streamed and counts as an expensive request
-// (Config.MaxListings); the rest goes to x/net/webdav as it is.
+// (Config.MaxListings): written straight from the directory when it asks
+// only for live properties a stat gives (livelist.go), else member by
+// member through x/net/webdav; the rest goes to x/net/webdav as it is.
 func (s *Server) servePropfind(w *respWriter, r *http.Request, p string) {
 	if r.Header.Get("Depth") == "0" && r.Body != nil && r.Body != http.NoBody {
 		// At most maxXMLBody: checkXMLBody read it already.
@@ -86,6 +89,15 @@ func (s *Server) servePropfind(w *respWriter, r *http.Request, p string) {
 		httpError(w, http.StatusBadRequest, "cannot read request body")
 		return
 	}
+	if props, ok := askedLive(body); ok && s.serveLiveListing(w, r, p, props) {
+		return
+	}
+	s.serveDAVListing(w, r, p, body)
+}
+
+// serveDAVListing answers PROPFIND Depth 1 of the collection p, asked
+// with body, member by member through x/net/webdav.
+func (s *Server) serveDAVListing(w *respWriter, r *http.Request, p string, body []byte) {
 	sub := newPropfinder(s, r, body)
 	if !sub.run(p) || sub.rec.Code != http.StatusMultiStatus {
 		if serverFault(sub.err) {
@@ -120,26 +132,34 @@ func (s *Server) streamMembers(w *respWriter, p string, sub *propfinder) error {
 		return err
 	}
 	defer d.Close()
+	err = eachMember(d, func(name string) error { return s.streamMember(w, sub, path.Join(p, name)) })
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, msTail)
+	return err
+}
+
+// eachMember calls fn with the name of each member of the open directory
+// d, propfindBatch names read at a time, the server's reserved names left
+// out; it stops at fn's first error.
+func eachMember(d *os.File, fn func(name string) error) error {
 	for {
 		ents, rerr := d.ReadDir(propfindBatch)
 		for _, e := range ents {
-			name := e.Name()
-			if strings.HasPrefix(name, reservedPrefix) {
-				continue
-			}
-			if err := s.streamMember(w, sub, path.Join(p, name)); err != nil {
-				return err
+			if name := e.Name(); !strings.HasPrefix(name, reservedPrefix) {
+				if err := fn(name); err != nil {
+					return err
+				}
 			}
 		}
 		if rerr == io.EOF {
-			break
+			return nil
 		}
 		if rerr != nil {
 			return rerr
 		}
 	}
-	_, err = io.WriteString(w, msTail)
-	return err
 }
 
 // streamMember answers one member and copies its response to w; a member

@@ -156,6 +156,9 @@ type Server struct {
 	handler     http.Handler
 	tpc         *tpcClient // HTTP third-party copy (tpc.go)
 	guarded     bool       // Guard was called: no fast path
+	// mayRead: whether the caller of r may read p under the rules Guard
+	// put in front (GuardReads); nil: no such rules.
+	mayRead func(r *http.Request, p string) bool
 
 	listings chan struct{} // semaphore of expensive requests, capacity MaxListings
 
@@ -340,6 +343,13 @@ func (s *Server) Guard(mw func(http.Handler) http.Handler) {
 	s.handler = mw(s.handler)
 	s.guarded = true
 }
+
+// GuardReads gives the listing the read rule of what Guard put in front:
+// mayRead reports whether the caller of r may read (GET, HEAD) p. A
+// PROPFIND Depth 1 then describes only the members its caller could HEAD
+// and gives the others 403 (livelist.go), so that a listing never says
+// more of a file than a HEAD of it would. Call it before Serve.
+func (s *Server) GuardReads(mayRead func(r *http.Request, p string) bool) { s.mayRead = mayRead }
 
 // MetricsPath is the path /metrics is served at; "" when off.
 func (s *Server) MetricsPath() string { return s.metricsPath }

@@ -65,8 +65,10 @@ type Endpoint struct {
 	// noPropfind is set once the server answered PROPFIND with 405 or
 	// 501: Stat then uses HEAD, and List is refused.
 	noPropfind atomic.Bool
-	// server is 0 until an answer was seen, then serverOther or
-	// serverXrootD (from its Server header): XrdHttp needs work-arounds.
+	// server is 0 until an answer was seen, then serverOther,
+	// serverXrootD or serverStorage (from its Server header): XrdHttp
+	// needs work-arounds, and only a lakefed storage role lists as it
+	// stats (StatList).
 	server atomic.Int32
 	// condPut is condUnknown until an OPTIONS answer was seen (Probe),
 	// then whether the server said it evaluates conditional PUTs
@@ -95,6 +97,7 @@ const (
 	serverUnknown int32 = iota
 	serverOther
 	serverXrootD
+	serverStorage
 )
 
 var (
@@ -103,6 +106,7 @@ var (
 	_ endpoint.Checksummer       = (*Endpoint)(nil)
 	_ endpoint.ConditionalPutter = (*Endpoint)(nil)
 	_ endpoint.ValidatorReporter = (*Endpoint)(nil)
+	_ endpoint.StatLister        = (*Endpoint)(nil)
 )
 
 // New returns the endpoint for cfg.URL (http, https, dav or davs). It
@@ -348,8 +352,11 @@ func (e *Endpoint) do(ctx context.Context, method string, u *url.URL, hdr http.H
 		}
 		if cur.Host == e.base.Host {
 			kind := serverOther
-			if strings.HasPrefix(resp.Header.Get("Server"), "XrootD") {
+			switch sv := resp.Header.Get("Server"); {
+			case strings.HasPrefix(sv, "XrootD"):
 				kind = serverXrootD
+			case sv == httpx.StorageServer:
+				kind = serverStorage
 			}
 			e.server.Store(kind)
 		}

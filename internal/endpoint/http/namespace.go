@@ -91,12 +91,12 @@ func (e *Endpoint) Space(ctx context.Context, p string) (endpoint.Space, error) 
 	if in, err := e.Stat(ctx, p); err != nil || !in.IsDir {
 		p = "/"
 	}
-	ms, _, err := e.propfindFor(ctx, e.url(p, true), "0", davxml.QuotaBody)
+	a, err := e.propfindFor(ctx, e.url(p, true), "0", davxml.QuotaBody)
 	if err != nil {
 		return endpoint.Space{}, fail("space", p, err)
 	}
-	for i := range ms.Responses {
-		if avail, used, ok := ms.Responses[i].Quota(); ok {
+	for i := range a.ms.Responses {
+		if avail, used, ok := a.ms.Responses[i].Quota(); ok {
 			return endpoint.Space{Total: avail + used, Free: avail, Used: used, LargestFree: avail}, nil
 		}
 	}
