@@ -119,6 +119,9 @@ type Federator struct {
 	// endpoints); Close waits for them. Each ends within its endpoints'
 	// timeouts.
 	bg sync.WaitGroup
+	// asks runs a fan-out's endpoint asks (fanout) on goroutines kept
+	// between look-ups; Close stops them after bg.
+	asks *endpoint.Workers
 	// meters are the writers that count the namespace's answers
 	// (serveNamespace), reused.
 	meters sync.Pool
@@ -221,6 +224,7 @@ func New(ctx context.Context, cfg config.Federation, opts Options) (*Federator, 
 		m:       newMetrics(),
 		probers: map[*member]context.CancelFunc{},
 		geo:     map[string]*geoip2.Reader{},
+		asks:    endpoint.NewWorkers(askWorkers, askWorkerIdle),
 	}
 	f.meters.New = func() any { return new(httpx.Meter) }
 	f.m.reg.MustRegister(newPrefixCollector(f))
@@ -500,6 +504,7 @@ func (f *Federator) Close() error {
 	f.mu.Unlock()
 	f.wg.Wait()
 	f.bg.Wait()
+	f.asks.Close()
 	f.mu.Lock()
 	f.closeGeo()
 	f.mu.Unlock()

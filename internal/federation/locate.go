@@ -423,6 +423,17 @@ func (f *Federator) locateListed(ctx context.Context, s *snapshot, p string, hop
 // the first answer (they come back with the background completion).
 const foundGrace = 100 * time.Millisecond
 
+// askWorkers bounds the goroutines kept idle for endpoint asks (the
+// federator's asks); askWorkerIdle is how long one is kept unused. A
+// look-up asks each endpoint on one of them (endpoint.Workers), so that
+// a cold look-up does not grow a new goroutine's stack to an endpoint
+// request's depth per endpoint asked: as many as the look-ups of a busy
+// moment ask at once, and idle ones go within seconds of the burst.
+const (
+	askWorkers    = 256
+	askWorkerIdle = 30 * time.Second
+)
+
 // probe is one endpoint's answer to a look-up.
 type probe struct {
 	info endpoint.Info
@@ -498,10 +509,10 @@ func (f *Federator) fanout(ctx context.Context, s *snapshot, members []*member, 
 		if inline != nil && inline[i] {
 			continue
 		}
-		go func() {
+		f.asks.Go(func() {
 			res[i] = f.ask(ctx, shared, s, asked[i], p, early)
 			done <- i
-		}()
+		})
 	}
 	got := make([]bool, len(asked))
 	pending := len(asked) - n

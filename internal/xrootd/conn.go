@@ -219,8 +219,9 @@ func (c *conn) serve() error {
 			}
 			return c.ctx.Err()
 		}
+		h := h // the reader loop reads the next header into its own
 		c.wg.Add(1)
-		go func(h header) {
+		c.s.reqs.Go(func() {
 			defer c.wg.Done()
 			defer func() { <-c.sem }()
 			if f != nil {
@@ -228,7 +229,7 @@ func (c *conn) serve() error {
 				defer f.turns.done()
 			}
 			c.dispatch(&h, data, f)
-		}(h)
+		})
 	}
 }
 

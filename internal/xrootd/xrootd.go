@@ -244,6 +244,14 @@ func (o *Options) fill() {
 	}
 }
 
+// requestWorkers bounds the goroutines kept idle for requests (of all
+// connections), requestWorkerIdle how long one is kept unused: as many
+// as run at once in a busy moment, gone within seconds of it.
+const (
+	requestWorkers    = 256
+	requestWorkerIdle = 30 * time.Second
+)
+
 // maxArgs bounds the data of any request but write and pgwrite: a path
 // with its CGI (4 KiB paths), a statx list, a 1024-item readv list.
 const maxArgs = 64 << 10
@@ -296,6 +304,10 @@ type Server struct {
 
 	bufs sync.Pool     // *readScratch: read, pgread and readv answers
 	done chan struct{} // closed by Close
+	// reqs runs the requests that go beside their connection's reader
+	// loop, on goroutines kept between requests (endpoint.Workers): a
+	// new goroutine per open grew its stack to the depth of a look-up.
+	reqs *endpoint.Workers
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -312,6 +324,7 @@ func New(ns Namespace, opts Options) *Server {
 		log:       opts.Log.With("component", "xrootd"),
 		errs:      map[string]*atomic.Int64{},
 		done:      make(chan struct{}),
+		reqs:      endpoint.NewWorkers(requestWorkers, requestWorkerIdle),
 		listeners: map[net.Listener]struct{}{},
 		active:    map[net.Conn]struct{}{},
 	}
@@ -452,5 +465,6 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.reqs.Close() // after the connections, which wait for their requests
 	return err
 }
