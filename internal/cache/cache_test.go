@@ -418,14 +418,7 @@ func TestCorruptBlockNeverServed(t *testing.T) {
 	}
 	waitVerified(t, n, "/f")
 	// Flip bytes of block 2 in the data file.
-	var dataFile string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if strings.HasSuffix(p, ".data") {
-			dataFile = p
-		}
-		return nil
-	})
-	fh, err := os.OpenFile(dataFile, os.O_WRONLY, 0)
+	fh, err := os.OpenFile(dataFileIn(t, dir), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -803,6 +796,22 @@ func TestAbortedReadLeavesNoPin(t *testing.T) {
 	})
 }
 
+// dataFileIn is the path of the one data file under a cache's dir.
+func dataFileIn(t *testing.T, dir string) string {
+	t.Helper()
+	var found []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if strings.HasSuffix(p, ".data") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) != 1 {
+		t.Fatalf("data files under %s: %q, want one", dir, found)
+	}
+	return found[0]
+}
+
 // Many rotted blocks in one file heal in one read: the bound on
 // refetches is per block, not per request.
 func TestManyCorruptBlocksOneRead(t *testing.T) {
@@ -814,14 +823,7 @@ func TestManyCorruptBlocksOneRead(t *testing.T) {
 	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
 		t.Fatal("first read differs")
 	}
-	var dataFile string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if strings.HasSuffix(p, ".data") {
-			dataFile = p
-		}
-		return nil
-	})
-	fh, err := os.OpenFile(dataFile, os.O_WRONLY, 0)
+	fh, err := os.OpenFile(dataFileIn(t, dir), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

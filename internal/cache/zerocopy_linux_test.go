@@ -1,0 +1,154 @@
+package cache_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lakefed/lakefed/internal/cache"
+)
+
+// Warm blocks go out with sendfile, whole or in part, the last (short)
+// block included; a multi-range answer, whose parts cannot take
+// sendfile, is copied and still right.
+func TestWarmBlocksSentWithSendfile(t *testing.T) {
+	o := startOrigin(t)
+	data := random(4*block+123, 71)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1}, o.ep)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+		t.Fatal("first read differs")
+	}
+	zc := func() int64 { return metric(t, n.URL+"/metrics", "lakefed_cache_zero_copy_bytes_total") }
+	base := zc()
+	if resp, b := get(t, n.URL+"/f"); resp.StatusCode != 200 || !bytes.Equal(b, data) {
+		t.Fatalf("warm read = %d, identical %v", resp.StatusCode, bytes.Equal(b, data))
+	}
+	if d := zc() - base; d != int64(len(data)) {
+		t.Errorf("warm read: %d bytes sent with sendfile, want all %d", d, len(data))
+	}
+	lo, hi := block+10, 3*block+20
+	base = zc()
+	resp, b := get(t, n.URL+"/f", "Range", fmt.Sprintf("bytes=%d-%d", lo, hi))
+	if resp.StatusCode != 206 || !bytes.Equal(b, data[lo:hi+1]) {
+		t.Fatalf("warm range = %d, identical %v", resp.StatusCode, bytes.Equal(b, data[lo:hi+1]))
+	}
+	if d := zc() - base; d != int64(hi+1-lo) {
+		t.Errorf("warm range: %d bytes sent with sendfile, want %d", d, hi+1-lo)
+	}
+	base = zc()
+	resp, b = get(t, n.URL+"/f", "Range", "bytes=0-9,200000-200009")
+	if resp.StatusCode != 206 || !bytes.Contains(b, data[:10]) || !bytes.Contains(b, data[200000:200010]) {
+		t.Fatalf("warm multi-range = %d, parts missing", resp.StatusCode)
+	}
+	if d := zc() - base; d != 0 {
+		t.Errorf("multi-range: %d bytes sent with sendfile, want 0 (copied)", d)
+	}
+}
+
+// A block served once from the page cache, then corrupted on disk, is
+// refused on the next read and fetched again: whether the page cache
+// holds the rotten bytes, or the pages were evicted
+// (posix_fadvise(DONTNEED)) and are read again from the disk.
+func TestCorruptAfterSendfileNeverServed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		evict bool
+	}{
+		{"in the page cache", false},
+		{"evicted, read from the disk", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := startOrigin(t)
+			data := random(4*block, 72)
+			o.write(t, "f", data)
+			dir := t.TempDir()
+			n := startCache(t, cache.Config{Dir: dir, BlockSize: block, RAM: -1}, o.ep)
+			for range 2 {
+				if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+					t.Fatal("read before the corruption differs")
+				}
+			}
+			waitVerified(t, n, "/f")
+			if got := metric(t, n.URL+"/metrics", "lakefed_cache_zero_copy_bytes_total"); got != int64(len(data)) {
+				t.Fatalf("zero-copy bytes = %d, want %d: the block was not served by sendfile before", got, len(data))
+			}
+			rot(t, dataFileIn(t, dir), 2*block+7, tc.evict)
+			sent := o.sent(t)
+			for range 2 {
+				resp, b := get(t, n.URL+"/f")
+				if resp.StatusCode != 200 || !bytes.Equal(b, data) {
+					t.Fatalf("after corruption: %d, identical %v", resp.StatusCode, bytes.Equal(b, data))
+				}
+			}
+			if d := o.sentSince(t, sent); d != block {
+				t.Errorf("the origin sent %d bytes, want the one corrupt block (%d) once", d, block)
+			}
+			if got := metric(t, n.URL+"/metrics", "lakefed_cache_corrupt_blocks_total"); got != 1 {
+				t.Errorf("corrupt blocks = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// rot overwrites bytes of a data file at off; evict writes them to the
+// disk and drops the file's pages from the page cache, so the next read
+// finds the rotten bytes on the disk.
+func rot(t *testing.T, path string, off int64, evict bool) {
+	t.Helper()
+	fh, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.WriteAt(bytes.Repeat([]byte{0x5a}, 100), off); err != nil {
+		t.Fatal(err)
+	}
+	if !evict {
+		return
+	}
+	if err := fh.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(fh.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	if resident(t, path) {
+		t.Fatal("the data file's pages are still in the page cache after FADV_DONTNEED")
+	}
+}
+
+// resident reports whether any page of the file is in the page cache
+// (mincore(2) over a mapping of it).
+func resident(t *testing.T, path string) bool {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(fh.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	pages := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+	// x/sys/unix has no wrapper for mincore(2).
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&pages[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	for _, p := range pages {
+		if p&1 != 0 {
+			return true
+		}
+	}
+	return false
+}
