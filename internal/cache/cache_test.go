@@ -44,7 +44,7 @@ type origin struct {
 	ep endpoint.Endpoint
 }
 
-func startOrigin(t *testing.T) *origin {
+func startOrigin(t testing.TB) *origin {
 	t.Helper()
 	site := storagetest.Start(t, storage.Config{})
 	ep, err := kinds.New(t.Context(), endpoint.Config{Name: "origin", URL: site.URL}, quiet)
@@ -54,7 +54,7 @@ func startOrigin(t *testing.T) *origin {
 	return &origin{Site: site, ep: ep}
 }
 
-func (o *origin) write(t *testing.T, name string, data []byte) {
+func (o *origin) write(t testing.TB, name string, data []byte) {
 	t.Helper()
 	p := filepath.Join(o.Dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -86,7 +86,7 @@ func (o *origin) sentSince(t *testing.T, base int64) int64 {
 }
 
 // metric sums the samples of one series in a Prometheus text page.
-func metric(t *testing.T, url, name string) int64 {
+func metric(t testing.TB, url, name string) int64 {
 	t.Helper()
 	v, _ := metricPage(t, url, name)
 	return v
@@ -94,7 +94,7 @@ func metric(t *testing.T, url, name string) int64 {
 
 // metricPage is metric, and the length of the page read (asked for
 // unzipped, so that it is the length sent).
-func metricPage(t *testing.T, url, name string) (int64, int64) {
+func metricPage(t testing.TB, url, name string) (int64, int64) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -131,7 +131,7 @@ type node struct {
 	ln  net.Listener
 }
 
-func startCache(t *testing.T, cfg cache.Config, origin endpoint.Endpoint) *node {
+func startCache(t testing.TB, cfg cache.Config, origin endpoint.Endpoint) *node {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,7 +140,7 @@ func startCache(t *testing.T, cfg cache.Config, origin endpoint.Endpoint) *node 
 	return serveCache(t, cfg, origin, ln)
 }
 
-func serveCache(t *testing.T, cfg cache.Config, origin endpoint.Endpoint, ln net.Listener) *node {
+func serveCache(t testing.TB, cfg cache.Config, origin endpoint.Endpoint, ln net.Listener) *node {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -169,7 +169,7 @@ func random(n int, seed uint64) []byte {
 	return b
 }
 
-func get(t *testing.T, url string, hdr ...string) (*http.Response, []byte) {
+func get(t testing.TB, url string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {

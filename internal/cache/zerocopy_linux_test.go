@@ -3,6 +3,9 @@ package cache_test
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 	"unsafe"
@@ -151,4 +154,48 @@ func resident(t *testing.T, path string) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkWarmRead reads a warm 64 MiB file through the cache over
+// loopback: sent from the page cache (sendfile), and, as the reference
+// in the same run, copied (a writer that hides ReadFrom takes the
+// copying path, as TLS does).
+func BenchmarkWarmRead(b *testing.B) {
+	o := startOrigin(b)
+	data := random(64<<20, 73)
+	o.write(b, "f", data)
+	c, err := cache.New(b.Context(), cache.Config{Dir: b.TempDir(), RAM: -1}, o.ep, cache.Options{Log: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for _, bc := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"sendfile", c.Handler()},
+		{"copy", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c.Handler().ServeHTTP(struct{ http.ResponseWriter }{w}, r)
+		})},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv := httptest.NewServer(bc.h)
+			defer srv.Close()
+			if _, got := get(b, srv.URL+"/f"); !bytes.Equal(got, data) {
+				b.Fatal("read differs")
+			}
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				resp, err := http.Get(srv.URL + "/f")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || n != int64(len(data)) {
+					b.Fatalf("read %d bytes, %v", n, err)
+				}
+			}
+		})
+	}
 }
