@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"testing"
 	"unsafe"
 
@@ -184,18 +185,34 @@ func BenchmarkWarmRead(b *testing.B) {
 			if _, got := get(b, srv.URL+"/f"); !bytes.Equal(got, data) {
 				b.Fatal("read differs")
 			}
-			b.SetBytes(int64(len(data)))
-			for b.Loop() {
-				resp, err := http.Get(srv.URL + "/f")
+			b.Run("go", func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					resp, err := http.Get(srv.URL + "/f")
+					if err != nil {
+						b.Fatal(err)
+					}
+					n, err := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err != nil || n != int64(len(data)) {
+						b.Fatalf("read %d bytes, %v", n, err)
+					}
+				}
+			})
+			// curl, the client of bench/cache.sh, in a process of its
+			// own as it is there.
+			b.Run("curl", func(b *testing.B) {
+				curl, err := exec.LookPath("curl")
 				if err != nil {
-					b.Fatal(err)
+					b.Skip("no curl on PATH")
 				}
-				n, err := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil || n != int64(len(data)) {
-					b.Fatalf("read %d bytes, %v", n, err)
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					if out, err := exec.Command(curl, "-sf", "-o", "/dev/null", srv.URL+"/f").CombinedOutput(); err != nil {
+						b.Fatalf("curl: %v %s", err, out)
+					}
 				}
-			}
+			})
 		})
 	}
 }
