@@ -1117,3 +1117,43 @@ func TestLeaseRunOutMidRequestDoesNotHang(t *testing.T) {
 	}
 	c.Close()
 }
+
+// A stream of warm blocks reads each block after the first ahead, while
+// the one before it is sent; a single block, or a range within one, reads
+// nothing ahead.
+func TestWarmStreamReadsAhead(t *testing.T) {
+	o := startOrigin(t)
+	data := random(4*block+123, 74)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1}, o.ep)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+		t.Fatal("first read differs")
+	}
+	ahead := func() int64 { return metric(t, n.URL+"/metrics", "lakefed_cache_read_ahead_bytes_total") }
+	for _, tc := range []struct {
+		name   string
+		rng    string
+		body   []byte
+		status int
+		ahead  int64
+	}{
+		{"whole file", "", data, 200, int64(len(data) - block)},
+		{"blocks 1 to 3", fmt.Sprintf("bytes=%d-%d", block, 4*block-1), data[block : 4*block], 206, 2 * block},
+		{"within block 2", fmt.Sprintf("bytes=%d-%d", 2*block+5, 2*block+500), data[2*block+5 : 2*block+501], 206, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := ahead()
+			var hdr []string
+			if tc.rng != "" {
+				hdr = []string{"Range", tc.rng}
+			}
+			resp, b := get(t, n.URL+"/f", hdr...)
+			if resp.StatusCode != tc.status || !bytes.Equal(b, tc.body) {
+				t.Fatalf("GET %s = %d, identical %v", tc.rng, resp.StatusCode, bytes.Equal(b, tc.body))
+			}
+			if got := ahead() - base; got != tc.ahead {
+				t.Errorf("read ahead %d bytes, want %d", got, tc.ahead)
+			}
+		})
+	}
+}

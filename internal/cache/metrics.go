@@ -37,6 +37,7 @@ type metrics struct {
 	// zeroCopyBytes and zeroCopyFallbacks: zerocopy.go.
 	zeroCopyBytes     prometheus.Counter
 	zeroCopyFallbacks prometheus.Counter
+	readAheadBytes    prometheus.Counter
 	waits             prometheus.Counter
 	bytes, inodes     prometheus.Gauge
 	files             prometheus.Gauge
@@ -77,6 +78,7 @@ func newMetrics() *metrics {
 		handedBytes:       c("handed_bytes_total", "Bytes of blocks served as the fill that fetched them handed them to the readers waiting, without reading them back from disk."),
 		zeroCopyBytes:     c("zero_copy_bytes_total", "Bytes of blocks on disk sent with sendfile(2): checked in place in the page cache and pinned there (mlock) until sent, never copied into the process."),
 		zeroCopyFallbacks: c("zero_copy_fallbacks_total", "Blocks on disk that could not be pinned in the page cache (RLIMIT_MEMLOCK, a file that cannot be mapped) and were copied and checked instead."),
+		readAheadBytes:    c("read_ahead_bytes_total", "Bytes of blocks on disk read and checked ahead of a stream, while the block before them was being sent (also in disk_read_bytes_total)."),
 		waits:             c("fill_waits_total", "Times a reader waited for a fill to fetch the block it needed."),
 		bytes:             g("bytes", "Bytes of blocks on disk."),
 		inodes:            g("inodes", "Files on disk (two per cached file)."),
@@ -84,7 +86,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.hitBytes, m.missBytes, m.originBytes, m.bypassBytes, m.peerBytes, m.peerFillBytes, m.peerResumes, m.prefetchUsed,
 		m.prefetchWasted, m.evictions, m.revalidations, m.changed, m.staleServes, m.corruptBlocks,
-		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.probes, m.diskErrors, m.diskReadBytes, m.handedBytes, m.zeroCopyBytes, m.zeroCopyFallbacks, m.waits, m.bytes, m.inodes, m.files)
+		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.probes, m.diskErrors, m.diskReadBytes, m.handedBytes, m.zeroCopyBytes, m.zeroCopyFallbacks, m.readAheadBytes, m.waits, m.bytes, m.inodes, m.files)
 	return m
 }
 

@@ -276,7 +276,7 @@ func entityTag(hdr header) string {
 // never a short body that looks whole).
 func (c *Cache) answer(w http.ResponseWriter, r *http.Request, f *file, d *os.File, hdr header, epoch uint64, onlyIfCached bool) error {
 	src := &source{c: c, f: f, hdr: hdr, epoch: epoch, onlyIfCached: onlyIfCached,
-		rd: &rangeReader{c: c, f: f, d: d, hdr: hdr, epoch: epoch, ctx: r.Context(), zc: sendfileTo(r)}}
+		rd: &rangeReader{c: c, f: f, d: d, hdr: hdr, epoch: epoch, ctx: r.Context(), zc: c.cfg.Sendfile && sendfileTo(r)}}
 	defer src.rd.close()
 	err := httpx.ServeContent(w, r, hdr.Size, src)
 	switch {
@@ -428,6 +428,10 @@ type rangeReader struct {
 	zc    bool
 	m     *mapping
 	noMap bool
+	// pending is the block being read ahead of a stream, spare the
+	// buffer the next one is read into (readahead.go).
+	pending *readAhead
+	spare   *[]byte
 	// held are blocks as fills handed them to this reader, until
 	// copied; claims are blocks being fetched that it claimed, until it
 	// collects them (or closes).
@@ -441,6 +445,7 @@ type rangeReader struct {
 }
 
 func (rd *rangeReader) close() {
+	rd.stopReadAhead()
 	if rd.bp != nil {
 		rd.c.bufs.Put(rd.bp)
 	}
@@ -579,7 +584,7 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 			return err
 		}
 		lo := off - i*bs
-		hi, err := rd.writeBlock(w, i, lo, end-i*bs, lo == 0 && end >= (i+1)*bs)
+		hi, err := rd.writeBlock(w, i, last, lo, end-i*bs, lo == 0 && end >= (i+1)*bs)
 		if bb := rd.held[i]; bb != nil {
 			delete(rd.held, i)
 			rd.c.release(bb)
@@ -620,8 +625,9 @@ var errCorrupt = errors.New("cache: block corrupt on disk")
 
 // writeBlock writes bytes [lo, hi) of block i (hi cut to the block's
 // end) to w, sent from the page cache (sendBlock) or copied (block), and
-// returns where it ended.
-func (rd *rangeReader) writeBlock(w io.Writer, i, lo, hi int64, whole bool) (int64, error) {
+// returns where it ended. A stream (whole blocks, up to block last)
+// reads the next block ahead while it writes this one.
+func (rd *rangeReader) writeBlock(w io.Writer, i, last, lo, hi int64, whole bool) (int64, error) {
 	if rd.zeroCopy(w, i, whole) {
 		end := min(hi, rd.hdr.blockLen(i))
 		if end <= lo {
@@ -635,6 +641,9 @@ func (rd *rangeReader) writeBlock(w io.Writer, i, lo, hi int64, whole bool) (int
 	b, err := rd.block(i, whole)
 	if err != nil {
 		return 0, err
+	}
+	if whole && i < last {
+		rd.startReadAhead(i + 1)
 	}
 	hi = min(hi, int64(len(b)))
 	if hi <= lo {
@@ -696,10 +705,7 @@ func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rd.bp == nil {
-		rd.bp = c.bufs.Get().(*[]byte)
-	}
-	b, ok, err := readBlock(rd.d, rd.hdr, i, crc, *rd.bp)
+	b, ok, err := rd.readChecked(i, crc)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ func TestWarmBlocksSentWithSendfile(t *testing.T) {
 	o := startOrigin(t)
 	data := random(4*block+123, 71)
 	o.write(t, "f", data)
-	n := startCache(t, cache.Config{BlockSize: block, RAM: -1}, o.ep)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1, Sendfile: true}, o.ep)
 	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
 		t.Fatal("first read differs")
 	}
@@ -54,32 +54,40 @@ func TestWarmBlocksSentWithSendfile(t *testing.T) {
 	}
 }
 
-// A block served once from the page cache, then corrupted on disk, is
-// refused on the next read and fetched again: whether the page cache
-// holds the rotten bytes, or the pages were evicted
+// A block served once, then corrupted on disk, is refused on the next
+// read and fetched again: sent with sendfile or copied (and read ahead),
+// whether the page cache holds the rotten bytes or the pages were evicted
 // (posix_fadvise(DONTNEED)) and are read again from the disk.
-func TestCorruptAfterSendfileNeverServed(t *testing.T) {
+func TestCorruptAfterWarmReadNeverServed(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		evict bool
+		name     string
+		sendfile bool
+		evict    bool
 	}{
-		{"in the page cache", false},
-		{"evicted, read from the disk", true},
+		{"copied, in the page cache", false, false},
+		{"copied, evicted", false, true},
+		{"sendfile, in the page cache", true, false},
+		{"sendfile, evicted", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := startOrigin(t)
 			data := random(4*block, 72)
 			o.write(t, "f", data)
 			dir := t.TempDir()
-			n := startCache(t, cache.Config{Dir: dir, BlockSize: block, RAM: -1}, o.ep)
+			n := startCache(t, cache.Config{Dir: dir, BlockSize: block, RAM: -1, Sendfile: tc.sendfile}, o.ep)
 			for range 2 {
 				if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
 					t.Fatal("read before the corruption differs")
 				}
 			}
 			waitVerified(t, n, "/f")
-			if got := metric(t, n.URL+"/metrics", "lakefed_cache_zero_copy_bytes_total"); got != int64(len(data)) {
-				t.Fatalf("zero-copy bytes = %d, want %d: the block was not served by sendfile before", got, len(data))
+			// The warm read took the path under test.
+			series, want := "lakefed_cache_read_ahead_bytes_total", int64(len(data)-block)
+			if tc.sendfile {
+				series, want = "lakefed_cache_zero_copy_bytes_total", int64(len(data))
+			}
+			if got := metric(t, n.URL+"/metrics", series); got != want {
+				t.Fatalf("%s = %d, want %d", series, got, want)
 			}
 			rot(t, dataFileIn(t, dir), 2*block+7, tc.evict)
 			sent := o.sent(t)
@@ -165,7 +173,7 @@ func BenchmarkWarmRead(b *testing.B) {
 	o := startOrigin(b)
 	data := random(64<<20, 73)
 	o.write(b, "f", data)
-	c, err := cache.New(b.Context(), cache.Config{Dir: b.TempDir(), RAM: -1}, o.ep, cache.Options{Log: quiet})
+	c, err := cache.New(b.Context(), cache.Config{Dir: b.TempDir(), RAM: -1, Sendfile: true}, o.ep, cache.Options{Log: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
