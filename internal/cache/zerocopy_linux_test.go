@@ -90,19 +90,7 @@ func TestCorruptAfterWarmReadNeverServed(t *testing.T) {
 				t.Fatalf("%s = %d, want %d", series, got, want)
 			}
 			rot(t, dataFileIn(t, dir), 2*block+7, tc.evict)
-			sent := o.sent(t)
-			for range 2 {
-				resp, b := get(t, n.URL+"/f")
-				if resp.StatusCode != 200 || !bytes.Equal(b, data) {
-					t.Fatalf("after corruption: %d, identical %v", resp.StatusCode, bytes.Equal(b, data))
-				}
-			}
-			if d := o.sentSince(t, sent); d != block {
-				t.Errorf("the origin sent %d bytes, want the one corrupt block (%d) once", d, block)
-			}
-			if got := metric(t, n.URL+"/metrics", "lakefed_cache_corrupt_blocks_total"); got != 1 {
-				t.Errorf("corrupt blocks = %d, want 1", got)
-			}
+			healsOneBlock(t, n, o, data)
 		})
 	}
 }
