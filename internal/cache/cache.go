@@ -88,6 +88,10 @@ type Config struct {
 	// bytes before it reopens the read (a stalled server). Default 5s,
 	// as the federator's proxy_idle_timeout.
 	OriginIdleTimeout time.Duration
+	// Sendfile sends whole blocks on disk to plain-HTTP clients with
+	// sendfile(2), pinned in the page cache and checked in place
+	// (zerocopy.go). False: they are copied through a buffer.
+	Sendfile bool
 }
 
 // Defaults for the zero values of Config.

@@ -44,7 +44,7 @@ type origin struct {
 	ep endpoint.Endpoint
 }
 
-func startOrigin(t *testing.T) *origin {
+func startOrigin(t testing.TB) *origin {
 	t.Helper()
 	site := storagetest.Start(t, storage.Config{})
 	ep, err := kinds.New(t.Context(), endpoint.Config{Name: "origin", URL: site.URL}, quiet)
@@ -54,7 +54,7 @@ func startOrigin(t *testing.T) *origin {
 	return &origin{Site: site, ep: ep}
 }
 
-func (o *origin) write(t *testing.T, name string, data []byte) {
+func (o *origin) write(t testing.TB, name string, data []byte) {
 	t.Helper()
 	p := filepath.Join(o.Dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -86,7 +86,7 @@ func (o *origin) sentSince(t *testing.T, base int64) int64 {
 }
 
 // metric sums the samples of one series in a Prometheus text page.
-func metric(t *testing.T, url, name string) int64 {
+func metric(t testing.TB, url, name string) int64 {
 	t.Helper()
 	v, _ := metricPage(t, url, name)
 	return v
@@ -94,7 +94,7 @@ func metric(t *testing.T, url, name string) int64 {
 
 // metricPage is metric, and the length of the page read (asked for
 // unzipped, so that it is the length sent).
-func metricPage(t *testing.T, url, name string) (int64, int64) {
+func metricPage(t testing.TB, url, name string) (int64, int64) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -131,7 +131,7 @@ type node struct {
 	ln  net.Listener
 }
 
-func startCache(t *testing.T, cfg cache.Config, origin endpoint.Endpoint) *node {
+func startCache(t testing.TB, cfg cache.Config, origin endpoint.Endpoint) *node {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,7 +140,7 @@ func startCache(t *testing.T, cfg cache.Config, origin endpoint.Endpoint) *node 
 	return serveCache(t, cfg, origin, ln)
 }
 
-func serveCache(t *testing.T, cfg cache.Config, origin endpoint.Endpoint, ln net.Listener) *node {
+func serveCache(t testing.TB, cfg cache.Config, origin endpoint.Endpoint, ln net.Listener) *node {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -169,7 +169,7 @@ func random(n int, seed uint64) []byte {
 	return b
 }
 
-func get(t *testing.T, url string, hdr ...string) (*http.Response, []byte) {
+func get(t testing.TB, url string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -418,14 +418,7 @@ func TestCorruptBlockNeverServed(t *testing.T) {
 	}
 	waitVerified(t, n, "/f")
 	// Flip bytes of block 2 in the data file.
-	var dataFile string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if strings.HasSuffix(p, ".data") {
-			dataFile = p
-		}
-		return nil
-	})
-	fh, err := os.OpenFile(dataFile, os.O_WRONLY, 0)
+	fh, err := os.OpenFile(dataFileIn(t, dir), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +426,14 @@ func TestCorruptBlockNeverServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	fh.Close()
+	healsOneBlock(t, n, o, data)
+}
+
+// healsOneBlock reads /f twice after one of its blocks rotted on disk:
+// both reads are whole and right, the origin sent that one block once,
+// and the cache counted one corrupt block.
+func healsOneBlock(t *testing.T, n *node, o *origin, data []byte) {
+	t.Helper()
 	sent := o.sent(t)
 	for range 2 {
 		resp, b := get(t, n.URL+"/f")
@@ -803,6 +804,22 @@ func TestAbortedReadLeavesNoPin(t *testing.T) {
 	})
 }
 
+// dataFileIn is the path of the one data file under a cache's dir.
+func dataFileIn(t *testing.T, dir string) string {
+	t.Helper()
+	var found []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if strings.HasSuffix(p, ".data") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) != 1 {
+		t.Fatalf("data files under %s: %q, want one", dir, found)
+	}
+	return found[0]
+}
+
 // Many rotted blocks in one file heal in one read: the bound on
 // refetches is per block, not per request.
 func TestManyCorruptBlocksOneRead(t *testing.T) {
@@ -814,14 +831,7 @@ func TestManyCorruptBlocksOneRead(t *testing.T) {
 	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
 		t.Fatal("first read differs")
 	}
-	var dataFile string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if strings.HasSuffix(p, ".data") {
-			dataFile = p
-		}
-		return nil
-	})
-	fh, err := os.OpenFile(dataFile, os.O_WRONLY, 0)
+	fh, err := os.OpenFile(dataFileIn(t, dir), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1114,4 +1124,44 @@ func TestLeaseRunOutMidRequestDoesNotHang(t *testing.T) {
 		t.Fatal("the trust question was not asked: the test proves nothing")
 	}
 	c.Close()
+}
+
+// A stream of warm blocks reads each block after the first ahead, while
+// the one before it is sent; a single block, or a range within one, reads
+// nothing ahead.
+func TestWarmStreamReadsAhead(t *testing.T) {
+	o := startOrigin(t)
+	data := random(4*block+123, 74)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1}, o.ep)
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+		t.Fatal("first read differs")
+	}
+	ahead := func() int64 { return metric(t, n.URL+"/metrics", "lakefed_cache_read_ahead_bytes_total") }
+	for _, tc := range []struct {
+		name   string
+		rng    string
+		body   []byte
+		status int
+		ahead  int64
+	}{
+		{"whole file", "", data, 200, int64(len(data) - block)},
+		{"blocks 1 to 3", fmt.Sprintf("bytes=%d-%d", block, 4*block-1), data[block : 4*block], 206, 2 * block},
+		{"within block 2", fmt.Sprintf("bytes=%d-%d", 2*block+5, 2*block+500), data[2*block+5 : 2*block+501], 206, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := ahead()
+			var hdr []string
+			if tc.rng != "" {
+				hdr = []string{"Range", tc.rng}
+			}
+			resp, b := get(t, n.URL+"/f", hdr...)
+			if resp.StatusCode != tc.status || !bytes.Equal(b, tc.body) {
+				t.Fatalf("GET %s = %d, identical %v", tc.rng, resp.StatusCode, bytes.Equal(b, tc.body))
+			}
+			if got := ahead() - base; got != tc.ahead {
+				t.Errorf("read ahead %d bytes, want %d", got, tc.ahead)
+			}
+		})
+	}
 }

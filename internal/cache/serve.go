@@ -276,7 +276,7 @@ func entityTag(hdr header) string {
 // never a short body that looks whole).
 func (c *Cache) answer(w http.ResponseWriter, r *http.Request, f *file, d *os.File, hdr header, epoch uint64, onlyIfCached bool) error {
 	src := &source{c: c, f: f, hdr: hdr, epoch: epoch, onlyIfCached: onlyIfCached,
-		rd: &rangeReader{c: c, f: f, d: d, hdr: hdr, epoch: epoch, ctx: r.Context()}}
+		rd: &rangeReader{c: c, f: f, d: d, hdr: hdr, epoch: epoch, ctx: r.Context(), zc: c.cfg.Sendfile && sendfileTo(r)}}
 	defer src.rd.close()
 	err := httpx.ServeContent(w, r, hdr.Size, src)
 	switch {
@@ -423,6 +423,15 @@ type rangeReader struct {
 	ctx   context.Context
 	seq   bool
 	bp    *[]byte
+	// zc says the answer may go out with sendfile (zerocopy.go); m is
+	// the data file mapped for it, noMap that it could not be.
+	zc    bool
+	m     *mapping
+	noMap bool
+	// pending is the block being read ahead of a stream, spare the
+	// buffer the next one is read into (readahead.go).
+	pending *readAhead
+	spare   *[]byte
 	// held are blocks as fills handed them to this reader, until
 	// copied; claims are blocks being fetched that it claimed, until it
 	// collects them (or closes).
@@ -436,6 +445,7 @@ type rangeReader struct {
 }
 
 func (rd *rangeReader) close() {
+	rd.stopReadAhead()
 	if rd.bp != nil {
 		rd.c.bufs.Put(rd.bp)
 	}
@@ -447,6 +457,9 @@ func (rd *rangeReader) close() {
 	}
 	if rd.origin != nil {
 		rd.origin.Close()
+	}
+	if rd.m != nil {
+		rd.m.close()
 	}
 }
 
@@ -570,7 +583,12 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 		if err != nil {
 			return err
 		}
-		b, err := rd.block(i, off == i*bs && end >= (i+1)*bs)
+		lo := off - i*bs
+		hi, err := rd.writeBlock(w, i, last, lo, end-i*bs, lo == 0 && end >= (i+1)*bs)
+		if bb := rd.held[i]; bb != nil {
+			delete(rd.held, i)
+			rd.c.release(bb)
+		}
 		if errors.Is(err, errCorrupt) {
 			// Bounded per block, not per request: a file with many
 			// rotted blocks heals in one read, and a disk that returns
@@ -582,19 +600,6 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 				return err
 			}
 			continue // fetched again by the next await
-		}
-		if err != nil {
-			return err
-		}
-		lo, hi := off-i*bs, min(end-i*bs, int64(len(b)))
-		if hi <= lo {
-			// A block shorter than its version says: never loop on it.
-			return fmt.Errorf("cache: %s: block %d has %d bytes, want more than %d", f.path, i, len(b), lo)
-		}
-		_, err = w.Write(b[lo:hi])
-		if bb := rd.held[i]; bb != nil {
-			delete(rd.held, i)
-			rd.c.release(bb)
 		}
 		if err != nil {
 			return err
@@ -617,6 +622,58 @@ func (rd *rangeReader) copy(w io.Writer, rg httpx.Range) error {
 }
 
 var errCorrupt = errors.New("cache: block corrupt on disk")
+
+// writeBlock writes bytes [lo, hi) of block i (hi cut to the block's
+// end) to w, sent from the page cache (sendBlock) or copied (block), and
+// returns where it ended. A stream (whole blocks, up to block last)
+// reads the next block ahead while it writes this one.
+func (rd *rangeReader) writeBlock(w io.Writer, i, last, lo, hi int64, whole bool) (int64, error) {
+	if rd.zeroCopy(w, i, whole) {
+		end := min(hi, rd.hdr.blockLen(i))
+		if end <= lo {
+			return 0, rd.short(i, rd.hdr.blockLen(i), lo)
+		}
+		err := rd.sendBlock(w, i, lo, end)
+		if !errors.Is(err, errNoZeroCopy) {
+			return end, err
+		}
+	}
+	b, err := rd.block(i, whole)
+	if err != nil {
+		return 0, err
+	}
+	if whole && i < last {
+		rd.startReadAhead(i + 1)
+	}
+	hi = min(hi, int64(len(b)))
+	if hi <= lo {
+		return 0, rd.short(i, int64(len(b)), lo)
+	}
+	_, err = w.Write(b[lo:hi])
+	return hi, err
+}
+
+// short is the error of a block shorter than its version says: never
+// loop on it.
+func (rd *rangeReader) short(i, n, lo int64) error {
+	return fmt.Errorf("cache: %s: block %d has %d bytes, want more than %d", rd.f.path, i, n, lo)
+}
+
+// recorded returns the CRC-32C recorded for block i of the epoch:
+// errChanged when the epoch is gone, errCorrupt when the block was
+// forgotten meanwhile (await fetches it again).
+func (rd *rangeReader) recorded(i int64) (uint32, error) {
+	f := rd.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.epoch != rd.epoch || f.gone {
+		return 0, errChanged
+	}
+	if !f.have[i] {
+		return 0, errCorrupt
+	}
+	return f.crcs[i], nil
+}
 
 // block returns block i of the epoch, checked: as the fill handed it
 // over, or from RAM, else read from disk and its CRC-32C compared with
@@ -644,21 +701,11 @@ func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
 			return b, nil
 		}
 	}
-	f.mu.Lock()
-	if f.epoch != rd.epoch || f.gone {
-		f.mu.Unlock()
-		return nil, errChanged
+	crc, err := rd.recorded(i)
+	if err != nil {
+		return nil, err
 	}
-	if !f.have[i] {
-		f.mu.Unlock()
-		return nil, errCorrupt // forgotten meanwhile: await again
-	}
-	crc := f.crcs[i]
-	f.mu.Unlock()
-	if rd.bp == nil {
-		rd.bp = c.bufs.Get().(*[]byte)
-	}
-	b, ok, err := readBlock(rd.d, rd.hdr, i, crc, *rd.bp)
+	b, ok, err := rd.readChecked(i, crc)
 	if err != nil {
 		return nil, err
 	}

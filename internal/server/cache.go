@@ -30,6 +30,7 @@ func cacheConfig(c *config.Cache) cache.Config {
 		RevalidateAfter:   c.RevalidateAfter.D(),
 		MaxFills:          c.MaxFills,
 		OriginIdleTimeout: c.OriginIdleTimeout.D(),
+		Sendfile:          c.Sendfile,
 		Group:             c.Group,
 		Self:              c.Self,
 	}

@@ -221,19 +221,11 @@ func (fo *fileSource) Digests(algos []string) (map[string]string, error) {
 // Prepare has nothing to do: the file is open.
 func (fo *fileSource) Prepare([]httpx.Range, bool) error { return nil }
 
-// WriteRange copies rg of the file to w. The LimitedReader over the
-// *os.File is what net/http's ReadFrom hands to sendfile. When the file
-// shrank meanwhile the copy falls short, and ServeContent aborts the
-// response.
+// WriteRange copies rg of the file to w with sendfile (SendFileRange).
+// When the file shrank meanwhile the copy falls short, and ServeContent
+// aborts the response.
 func (fo *fileSource) WriteRange(w io.Writer, rg httpx.Range) error {
-	if _, err := fo.f.Seek(rg.Start, io.SeekStart); err != nil {
-		return err
-	}
-	n, err := io.Copy(w, &io.LimitedReader{R: fo.f, N: rg.Length})
-	if err == nil && n != rg.Length {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
+	return httpx.SendFileRange(w, fo.f, rg)
 }
 
 // serveListing writes a small HTML index of a directory (hidden server
