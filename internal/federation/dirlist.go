@@ -3,7 +3,6 @@ package federation
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path"
 	"sync"
 	"time"
@@ -42,9 +41,11 @@ import (
 //     the listing (shared.Client.StoreMetaListed): another federator's
 //     write bumps that version before its invalidation reaches this one.
 //
-// Anything else — a kind that does not list as it stats, a listing that
-// failed or is over list_max_entries, an entry the kind is unsure of —
-// is asked with Stat, as before.
+// A listing answers only for the files it names. Anything else — a name
+// it lacks (the file may have been written at the site since), a kind
+// that does not list as it stats, a listing that failed or is over
+// list_max_entries, an entry the kind is unsure of — is asked with
+// Stat.
 type dirLister struct {
 	after  int           // misses in one directory, within window, that list it
 	limit  int           // the most entries a directory listed may have
@@ -169,11 +170,12 @@ func (f *Federator) fromListing(ctx context.Context, s *snapshot, m *member, p s
 	if in, found := l.files[name]; found {
 		return probe{info: in, listed: l}, true
 	}
-	if _, unsure := l.unsure[name]; unsure {
-		return r, false
-	}
-	return probe{listed: l, err: &endpoint.OpError{Kind: "federation", Op: "stat", Path: ep,
-		Err: fmt.Errorf("%w: not in the listing of %s", endpoint.ErrNotFound, path.Dir(ep))}}, true
+	// A name the listing lacks is asked with Stat: a listing says what
+	// was there when it was taken, and a file written at the site since,
+	// behind the lake's back (a transfer service writing to the site
+	// itself), must not be "not found" for a path nobody had asked
+	// about. A Stat's 404 is cached for negative_ttl as before.
+	return r, false
 }
 
 // note counts a miss in key's directory at now and returns its listing

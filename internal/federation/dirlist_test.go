@@ -95,11 +95,14 @@ func TestListingAnswersColdLookups(t *testing.T) {
 	if n := counts(listingReq, sites...); !slices.Equal(n, []int{1, 1, 1}) {
 		t.Errorf("PROPFINDs by site = %v, want one each", n)
 	}
-	// The directory /run/d/sub is the one entry a listing is unsure of:
-	// only site-c, which has it, is asked with Stat (a HEAD, then a
-	// PROPFIND of depth 0, as Stat asks of a directory).
-	if n := counts("HEAD", sites...); !slices.Equal(n, []int{0, 0, 1}) {
-		t.Errorf("HEADs by site = %v, want none but site-c's of the directory", n)
+	// A site is asked with Stat only for what its listing does not say
+	// is a file there: a name it lacks (which may have been written at
+	// the site since), and the directory /run/d/sub, the one entry a
+	// listing is unsure of. site-a lacks only-b, nowhere and sub; site-b
+	// the ten odd files, nowhere and sub; site-c f03, only-b and nowhere,
+	// and has sub.
+	if n := counts("HEAD", sites...); !slices.Equal(n, []int{3, 12, 4}) {
+		t.Errorf("HEADs by site = %v, want [3 12 4]: one for each name a listing lacks, and the directory", n)
 	}
 
 	// The same look-ups through a federator that never lists.
@@ -380,8 +383,8 @@ func sharedRealFeds(t *testing.T, n int, yamlText string, onInval func(i int, pa
 
 // TestListedAnswerExpiresAsItsListing: an entry made from a listing
 // expires when one made by a Stat at the time of the listing would, not
-// a full TTL after it was used: a "not found" lives no longer than
-// negative_ttl from what the endpoint said.
+// a full TTL after it was used; a name the listing lacks is no answer of
+// the listing's at all.
 func TestListedAnswerExpiresAsItsListing(t *testing.T) {
 	a := startSite(t, "site-a")
 	a.write(t, "/d/f", []byte("f"))
@@ -396,8 +399,33 @@ func TestListedAnswerExpiresAsItsListing(t *testing.T) {
 	if found.status != http.StatusOK || found.expires != l.taken+int64(time.Hour) {
 		t.Errorf("found: %d, expires %d after the listing, want 200 and ttl (%d)", found.status, found.expires-l.taken, int64(time.Hour))
 	}
-	if missing.status != http.StatusNotFound || missing.expires != l.taken+int64(30*time.Minute) {
-		t.Errorf("missing: %d, expires %d after the listing, want 404 and negative_ttl (%d)", missing.status, missing.expires-l.taken, int64(30*time.Minute))
+	// A name the listing lacks is asked with Stat, whose 404 expires
+	// negative_ttl after it was asked, after the listing.
+	if missing.status != http.StatusNotFound || a.count("HEAD") != 1 || missing.expires < l.taken+int64(30*time.Minute) {
+		t.Errorf("missing: %d, %d HEADs, expires %d after the listing, want 404 from one HEAD, at least negative_ttl (%d)",
+			missing.status, a.count("HEAD"), missing.expires-l.taken, int64(30*time.Minute))
+	}
+}
+
+// TestWrittenAtSiteAfterListingFound: a file written at a site itself,
+// behind the lake's back (as a transfer service writes), after the
+// federator listed its directory, is found when it is first asked for:
+// a listing never makes a "not found" of a path nobody asked about.
+func TestWrittenAtSiteAfterListingFound(t *testing.T) {
+	a := startSite(t, "site-a")
+	for i := range 3 {
+		a.write(t, fmt.Sprintf("/d/f%d", i), []byte("f"))
+	}
+	tf := realFed(t, "metadata_cache: {list_after: 1, negative_ttl: 1h}", a)
+	if g := headAnswer(t, tf, "/d/f0"); g.status != http.StatusOK || a.count(listingReq) != 1 {
+		t.Fatalf("HEAD /d/f0 = %v after %d listings, want 200 from one listing", g, a.count(listingReq))
+	}
+	a.write(t, "/d/late", []byte("late"))
+	if g := headAnswer(t, tf, "/d/late"); g.status != http.StatusOK {
+		t.Errorf("HEAD of a file written at the site after the listing = %v, want 200", g)
+	}
+	if g := headAnswer(t, tf, "/d/f1"); g.status != http.StatusOK || a.count(listingReq) != 1 {
+		t.Errorf("HEAD /d/f1 = %v after %d listings, want 200 from the same listing", g, a.count(listingReq))
 	}
 }
 
