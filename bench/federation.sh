@@ -8,7 +8,7 @@
 # a shared, noisy machine: every figure carries the 1-minute load average
 # read just before it was measured.
 #
-#   bench/federation.sh                      # 30,000 files, 10 s per figure
+#   bench/federation.sh                      # 90,000 files, 10 s per figure
 #   FILES=50000 DUR=5 RATE=20000 bench/federation.sh
 #   PROFILE=1 bench/federation.sh            # also CPU profiles of lakefed serve
 #
@@ -36,7 +36,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh # free_port, wait_port, pprof_flag, profile_run
-FILES=${FILES:-30000}        # files on every site (first WARM of them form the warm set)
+FILES=${FILES:-90000}        # files on every site (first WARM of them form the warm set; the rest, new
+                             # paths, last the cold figure about 5 s; at most 99,900: d%03d/f%05d)
 WARM=${WARM:-1000}           # warm set: looked up once before the warm runs
 PER=100                      # files per directory
 DUR=${DUR:-10}               # seconds per timed figure

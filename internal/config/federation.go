@@ -118,9 +118,11 @@ type MetadataCache struct {
 	// read a directory file by file). Only kinds whose listing is proven
 	// to say what Stat says of each file are listed (the http kind against
 	// a lakefed storage role; not nginx, XrdHttp, S3 or POSIX). A listing
-	// answers for negative_ttl after it was taken, an answer from it is
-	// cached no longer than one from a Stat made when it was taken, and a
-	// path written since is asked with Stat. Default 2: a file read alone
+	// answers for negative_ttl after it was taken, only for the files it
+	// names (a name it lacks is asked with Stat: the file may have been
+	// written at the site since); an answer from it is cached no longer
+	// than one from a Stat made when it was taken, and a path written
+	// through the lake since is asked with Stat. Default 2: a file read alone
 	// is asked as before, and the second new path of its directory lists
 	// it; 1 lists on the first look-up; -1 never lists.
 	ListAfter int `yaml:"list_after"`

@@ -135,9 +135,6 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
-// hdrOne is the value of httpx.ListedAsHeadHeader.
-var hdrOne = []string{"1"}
-
 // liveFlush is how many bytes of responses are gathered before they are
 // written: one write per batch of members, not one per member.
 const liveFlush = 32 << 10
@@ -162,7 +159,7 @@ func (s *Server) serveLiveListing(w *respWriter, r *http.Request, p string, prop
 	if !s.guarded || s.mayRead != nil {
 		// Every member is what its HEAD says: the read rule, if any,
 		// is known here (GuardReads).
-		w.Header()[httpx.ListedAsHeadHeader] = hdrOne
+		w.Header()[httpx.ListedAsHeadHeader] = []string{"1"} // its own: a header value is the answer's to change
 	}
 	w.WriteHeader(http.StatusMultiStatus)
 	buf := append(make([]byte, 0, liveFlush+4096), msHead...)
