@@ -356,7 +356,8 @@ func (f *Federator) locate(ctx context.Context, s *snapshot, p string, hops int,
 // away: other requests may be waiting for the same answer.
 //
 // With early set (a read's look-up), the answer does not wait for slow
-// endpoints once one has the file (fanout, foundGrace).
+// endpoints once one has the file (fanout, foundGrace), and an endpoint
+// whose listing of p's directory names p answers from it (dirlist.go).
 func (f *Federator) locateEndpoints(ctx context.Context, s *snapshot, p string, hops int, early bool) *entry {
 	e, _ := f.locateListed(ctx, s, p, hops, early)
 	return e
