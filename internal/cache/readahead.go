@@ -31,9 +31,11 @@ type readAhead struct {
 }
 
 // startReadAhead starts reading block i ahead, when it is on disk in the
-// reader's epoch and no read ahead is under way.
+// reader's epoch and no read ahead is under way. A block the reader
+// holds, or has claimed from a fill, comes in the fill's buffer: reading
+// it from disk too would be the very read-back the hand-over saves.
 func (rd *rangeReader) startReadAhead(i int64) {
-	if rd.pending != nil || i >= rd.hdr.blocks() || rd.held[i] != nil {
+	if rd.pending != nil || i >= rd.hdr.blocks() || rd.held[i] != nil || rd.claims[i] != nil {
 		return
 	}
 	crc, err := rd.recorded(i)
@@ -45,12 +47,17 @@ func (rd *rangeReader) startReadAhead(i int64) {
 	}
 	ra := &readAhead{i: i, crc: crc, bp: rd.spare, done: make(chan struct{})}
 	rd.spare, rd.pending = nil, ra
-	go ra.read(rd.d, rd.hdr)
+	go ra.read(rd.c, rd.d, rd.hdr)
 }
 
-func (ra *readAhead) read(d *os.File, hdr header) {
+// read reads the block, counting what it read from disk whether or not
+// the reader uses it: a read ahead thrown away is disk work all the same.
+func (ra *readAhead) read(c *Cache, d *os.File, hdr header) {
 	defer close(ra.done)
 	ra.b, ra.ok, ra.err = readBlock(d, hdr, ra.i, ra.crc, *ra.bp)
+	if ra.err == nil {
+		c.m.diskReadBytes.Add(float64(len(ra.b)))
+	}
 }
 
 // readChecked is readBlock of block i against crc into the reader's
@@ -70,7 +77,11 @@ func (rd *rangeReader) readChecked(i int64, crc uint32) ([]byte, bool, error) {
 	if rd.bp == nil {
 		rd.bp = rd.c.bufs.Get().(*[]byte)
 	}
-	return readBlock(rd.d, rd.hdr, i, crc, *rd.bp)
+	b, ok, err := readBlock(rd.d, rd.hdr, i, crc, *rd.bp)
+	if err == nil {
+		rd.c.m.diskReadBytes.Add(float64(len(b)))
+	}
+	return b, ok, err
 }
 
 // stopReadAhead waits for a read ahead under way, and gives back the

@@ -709,7 +709,6 @@ func (rd *rangeReader) block(i int64, whole bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.m.diskReadBytes.Add(float64(len(b)))
 	if !ok {
 		c.corrupt(f, rd.epoch, i)
 		return nil, errCorrupt
