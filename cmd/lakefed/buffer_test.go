@@ -78,7 +78,7 @@ func apiBuffer(t *testing.T, base string) bufferStatusJSON {
 // TestBufferStatus: "lakefed buffer status" against a running buffer
 // prints one figure a line with its unit, every target with its
 // throughput and every failure with its reason; --json prints the API's
-// JSON (issue 13, item 6).
+// JSON.
 func TestBufferStatus(t *testing.T) {
 	base, dead := bufferFed(t)
 

@@ -132,8 +132,8 @@ wait:
 }
 
 // runTryLines runs every command the demo printed under "Try:" as a user
-// would paste it: by sh, from another directory, with no lakefed on PATH
-// (issue 11, item 1). Each must exit 0; the cp must leave its file, and
+// would paste it: by sh, from another directory, with no lakefed on PATH.
+// Each must exit 0; the cp must leave its file, and
 // running it twice must work too.
 func runTryLines(t *testing.T, printed []string, tmp string) {
 	t.Helper()
@@ -169,7 +169,7 @@ func runTryLines(t *testing.T, printed []string, tmp string) {
 }
 
 // TestDemoCommand: the printed commands name this binary the way that
-// runs it (issue 11, item 1).
+// runs it.
 func TestDemoCommand(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "lakefed")

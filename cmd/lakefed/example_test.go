@@ -13,7 +13,7 @@ import (
 // directory in place of 127.0.0.1:8080, :9001-9003 and /tmp/lakefed:
 // nothing made by hand first, every site in the process, no dead
 // upstream. A cp, an ls and a GET go through it, and a file under
-// /scratch lands on site-c (issue 11, item 2).
+// /scratch lands on site-c.
 func TestExampleRunsAsShipped(t *testing.T) {
 	data, err := os.ReadFile("../../examples/federation.yaml")
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 // TestRmReport: rm through a federator of a file whose only replica is on
 // a read-only endpoint says that no replica was deleted, which was
-// refused and why, in its one line (issue 11, item 5).
+// refused and why, in its one line.
 func TestRmReport(t *testing.T) {
 	baseA, _, _ := startStorage(t, nil)
 	baseC, dirC, _ := startStorage(t, nil)

@@ -8,7 +8,7 @@ import (
 )
 
 // TestUsageErrors: a usage error of any subcommand exits 2 and prints its
-// message once (issue 11, item 6).
+// message once.
 func TestUsageErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -40,7 +40,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 // TestConfigFileArgument: check-config and serve take the file as an
-// argument or as --config FILE (issue 11, item 6).
+// argument or as --config FILE.
 func TestConfigFileArgument(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "fed.yaml")

@@ -21,7 +21,7 @@ const maxTokenLen = 16 << 10
 
 // tokenCacheSize bounds the verified-token cache. A signature check costs
 // 30-100 µs (RS256/ES256); a cache hit costs a map look-up, which is what
-// keeps the per-request cost of a token under the 5 µs goal for
+// keeps the per-request cost of a token under its 5 µs goal for
 // clients that send one token many times.
 const tokenCacheSize = 4096
 

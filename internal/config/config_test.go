@@ -300,7 +300,7 @@ func TestEveryScheme(t *testing.T) {
 
 // TestEveryProblemReported: a decode error (a duration given as a bare
 // number) does not hide the other problems of the file (a misspelt key,
-// a bad URL): each is reported once, with its line (issue 11, item 7).
+// a bad URL): each is reported once, with its line.
 func TestEveryProblemReported(t *testing.T) {
 	cases := []struct {
 		name string

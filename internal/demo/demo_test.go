@@ -255,7 +255,7 @@ func TestBench(t *testing.T) {
 		t.Fatal("the benchmark did not finish within 3 minutes")
 	}
 	// The command it prints names the binary as the Try: lines do
-	// (issue 11: every printed command works as printed).
+	// (every printed command works as printed).
 	if want := "to list the runs: go run ./cmd/lakefed bench list --db " + ShellQuote(d.DBPath); !strings.Contains(out.String(), want) {
 		t.Errorf("bench output does not print %q:\n%s", want, out.String())
 	}

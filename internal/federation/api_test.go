@@ -7,7 +7,7 @@ import (
 
 // TestAPIEndpointKind: /api/endpoints reports each endpoint's kind from
 // the scheme table (http, s3, xroot, posix, upstream), not "local" for
-// every endpoint that is not an upstream (issue 11, item 12).
+// every endpoint that is not an upstream.
 func TestAPIEndpointKind(t *testing.T) {
 	cases := []struct {
 		name, url, extra, want string

@@ -759,7 +759,7 @@ func TestMetricsAndAPI(t *testing.T) {
 
 // TestPrefixMostSpecific: an endpoint configured for /scratch takes the
 // writes under /scratch even when an endpoint for / is preferred by
-// priority, and reads under /scratch find what it holds (issue 11, item 4).
+// priority, and reads under /scratch find what it holds.
 func TestPrefixMostSpecific(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -819,7 +819,7 @@ func TestPrefixMostSpecific(t *testing.T) {
 
 // TestDeleteReport: a DELETE that leaves replicas says, on the first line
 // of its body (the line clients show), which replicas went and which were
-// refused and why (issue 11, item 5).
+// refused and why.
 func TestDeleteReport(t *testing.T) {
 	cases := []struct {
 		name     string

@@ -1,15 +1,15 @@
 package interop
 
-// Real clients writing through the write buffer (lakefed issue 13, "must
-// show"): gfal-copy and curl -T upload a file to the federator under a
-// buffered prefix, over HTTP and HTTPS; rclone copies a tree of 200 small
-// files; uproot reads back a ROOT file written through the buffer, through
-// the cache on the same listener, while it is pending and after it has
-// migrated. Each test runs a federation in a box (servertest: two storage
-// sites and a federator, started as `lakefed serve` starts them) whose
-// federator has a `buffer:` section sending /out to site-b. site-a is the
-// federator's own choice for unbuffered writes (best priority), so a file
-// found on site-b got there through the buffer's mover, not through the
+// Real clients writing through the write buffer: gfal-copy and curl -T
+// upload a file to the federator under a buffered prefix, over HTTP and
+// HTTPS; rclone copies a tree of 200 small files; uproot reads back a
+// ROOT file written through the buffer, through the cache on the same
+// listener, while it is pending and after it has migrated. Each test
+// runs a federation in a box (servertest: two storage sites and a
+// federator, started as `lakefed serve` starts them) whose federator has
+// a `buffer:` section sending /out to site-b. site-a is the federator's
+// own choice for unbuffered writes (best priority), so a file found on
+// site-b got there through the buffer's mover, not through the
 // federator's 307.
 //
 // Client flags needed beyond the obvious:

@@ -1,6 +1,6 @@
 package interop
 
-// Real clients through the cache role (lakefed issue 12, "must show"):
+// Real clients through the cache role:
 // uproot reading a branch of a ROOT file (its HTTP source sends
 // multi-range requests), davix-get, gfal-copy, curl with one range and
 // with several, and `lakefed bench root` showing the read pattern the

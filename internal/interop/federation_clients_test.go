@@ -1,12 +1,12 @@
 package interop
 
-// Real clients of the field through the federator (lakefed issue 4, "must
-// show"): curl -L, davix-get failing over with the metalink while the
-// first-ranked replica is down, gfal-copy down and up (the upload through
-// the federator's 307), an rclone listing merged across sites, and uproot
-// reading the demo ROOT file's jet_pt branch. Each test runs its own
-// in-process demo (internal/demo): three storage sites and a federator on
-// loopback ports.
+// Real clients of the field through the federator: curl -L, davix-get
+// failing over with the metalink while the first-ranked replica is down,
+// gfal-copy down and up (the upload through the federator's 307), an
+// rclone listing merged across sites, and uproot reading the demo ROOT
+// file's jet_pt branch. Each test runs its own in-process demo
+// (internal/demo): three storage sites and a federator on loopback
+// ports.
 //
 // Client flags needed beyond the obvious:
 //

@@ -23,7 +23,7 @@ with uproot.open(sys.argv[1], handler=uproot.source.http.HTTPSource if "://" in 
     print(json.dumps({"n": int(t.num_entries), "met": round(float(a["met"].astype("float64").sum()), 3), "njet": int(a["njet"].sum())}))
 `
 
-// TestFourKinds is issue 6's federation of four: one file replicated on
+// TestFourKinds is a federation of four: one file replicated on
 // lakefed storage, nginx WebDAV, S3 and XRootD (root://, proxied). curl -L,
 // lakefed cp, davix-get and uproot read it through the federator; the
 // endpoints are killed one by one (best first, so that each kind serves in

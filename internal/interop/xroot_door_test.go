@@ -1,6 +1,6 @@
 package interop
 
-// Issue 14's "Must show" for the root:// door: the real clients of the CMS
+// The root:// door against the real clients of the CMS
 // AAA federation (xrdcp, xrdfs, uproot through fsspec-xrootd, the XRootD
 // Python bindings, lakefed's own cp and bench) against a federation of a
 // lakefed storage site, a real XRootD data server and S3 (s3proxy), with
@@ -37,8 +37,8 @@ import (
 	"github.com/lakefed/lakefed/internal/xrootd"
 )
 
-// doorMissingBudget is issue 14's bound on the answer to a missing file:
-// the CMS AAA redirector takes about 5.5 s to say it (bench/xroot.sh).
+// doorMissingBudget bounds the door's answer to a missing file: the CMS
+// AAA redirector takes about 5.5 s to say it (bench/xroot.sh).
 const doorMissingBudget = 50 * time.Millisecond
 
 // doorEnv makes XrdCl give up and retry quickly, as in the xrootd
@@ -73,7 +73,7 @@ for c in res.chunks:
 f.close()
 `
 
-// TestXrootDoor is issue 14's federation of three kinds behind the door.
+// TestXrootDoor is the federation of three kinds behind the door.
 func TestXrootDoor(t *testing.T) {
 	xrdcp := testenv.Require(t, "xrdcp")
 	xrdfs := testenv.Require(t, "xrdfs")
@@ -286,8 +286,9 @@ func TestXrootDoor(t *testing.T) {
 		slices.Sort(took)
 		t.Logf("missing file answers: min %v, median %v, max %v (n=%d)", took[0], took[len(took)/2], took[len(took)-1], len(took))
 		// The median meets the budget; the tail allows for a busy
-		// machine (two cores shared with other test runs).
-		if took[len(took)/2] > doorMissingBudget || took[len(took)-1] > 10*doorMissingBudget {
+		// machine (two cores shared with other test runs, under -race),
+		// still well short of the redirector's 5.5 s wait.
+		if took[len(took)/2] > doorMissingBudget || took[len(took)-1] > 2*time.Second {
 			t.Errorf("missing file answers took median %v, max %v; want median <= %v", took[len(took)/2], took[len(took)-1], doorMissingBudget)
 		}
 	})

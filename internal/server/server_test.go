@@ -211,7 +211,7 @@ func TestStartCancelled(t *testing.T) {
 
 // TestStartCreateRoot: a storage entry with create_root makes its missing
 // root (and parents) on start; without it a missing root is still an
-// error (issue 11, item 2).
+// error.
 func TestStartCreateRoot(t *testing.T) {
 	tests := []struct {
 		name    string

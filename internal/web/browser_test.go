@@ -139,7 +139,7 @@ func benchSetup(t *testing.T) (base string, st *results.Store) {
 
 // TestBrowser loads the overview, a run page and the compare page in
 // headless Chromium at 1400 px wide after a short bench run, and checks
-// what a person sees (issue 11, item 13): the plots are in the DOM with
+// what a person sees: the plots are in the DOM with
 // their data points, no text overflows its box and the page does not
 // scroll sideways, every plot fills at least 80 % of its figure's width,
 // every number of the tables has its unit, and a screenshot of each page

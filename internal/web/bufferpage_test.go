@@ -72,7 +72,7 @@ func bufferServer(t *testing.T, b BufferSource) string {
 // of the oldest, the disk against its bound, the migrated and failing
 // files, every target's throughput and state, every failure with its
 // reason, and plots the pending bytes with one point per sample and one
-// for now (issue 13, item 6).
+// for now.
 func TestBufferPage(t *testing.T) {
 	fb := busyBuffer(time.Now())
 	base := bufferServer(t, fb)

@@ -68,7 +68,7 @@ func cacheServer(t *testing.T, c CacheSource) string {
 
 // TestCachePage: /ui/cache shows the usage against the bounds, the group
 // and every file's access pattern, numbers with units, and plots one
-// point per file that was read (issue 12, item 7).
+// point per file that was read.
 func TestCachePage(t *testing.T) {
 	fc := &fakeCache{st: cacheStatus(), files: ttcFiles()}
 	base := cacheServer(t, fc)

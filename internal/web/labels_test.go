@@ -28,7 +28,7 @@ func section(t *testing.T, page, id string) string {
 	return s
 }
 
-// TestTrueLabels: the overview says what it shows (issue 11, item 12).
+// TestTrueLabels: the overview says what it shows.
 func TestTrueLabels(t *testing.T) {
 	t.Run("runs table holds the runs the Sites table links to", func(t *testing.T) {
 		srv, _, _ := newServer(t)

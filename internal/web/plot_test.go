@@ -27,7 +27,7 @@ func svgTexts(svg string) map[string]float64 {
 	return out
 }
 
-// TestPlotLayout: plots read at a glance (issue 11, item 11).
+// TestPlotLayout: plots read at a glance.
 func TestPlotLayout(t *testing.T) {
 	ramp := series{Name: "legend-probe", Line: true}
 	for i := range 20 {

@@ -124,7 +124,7 @@ func tableCells(t *html.Node) (head []string, rows [][]string) {
 }
 
 // TestUnits renders the run and compare pages in-process and reads them
-// as a person would (issue 11, item 10): no exponent notation, the seed as
+// as a person would: no exponent notation, the seed as
 // the integer it is, durations as durations, and every number of the
 // summary, parameter, compare and stage tables followed by its unit.
 func TestUnits(t *testing.T) {
