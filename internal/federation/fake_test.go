@@ -35,7 +35,7 @@ type fakeEP struct {
 	files map[string][]byte // endpoint path → content
 	dirs  map[string]bool
 
-	stats, opens, probes, puts, deletes atomic.Int64
+	stats, opens, probes, puts, deletes, closes atomic.Int64
 	down                                atomic.Bool            // every call: ErrUnavailable
 	hang                                atomic.Bool            // every call waits for ctx
 	statErr                             atomic.Value           // error injected into Stat
@@ -294,6 +294,12 @@ func (f *fakeEP) Mkdir(ctx context.Context, p string) error {
 	for d := p; d != "/"; d = path.Dir(d) {
 		f.dirs[d] = true
 	}
+	return nil
+}
+
+// Close counts: the federator closes an endpoint it no longer uses.
+func (f *fakeEP) Close() error {
+	f.closes.Add(1)
 	return nil
 }
 

@@ -27,7 +27,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -182,6 +181,9 @@ type member struct {
 	peer bool
 	h    health
 	mm   memberMetrics
+	// streams counts its proxied reads and writes in flight, which a
+	// reload that removes it waits for before closing it (closeRemoved).
+	streams inflight
 	// urlBase is what the endpoint's redirect URLs start with when they
 	// end with the endpoint path, learned from the first such URL and
 	// never changed; nil until then. Replicas whose URL is urlBase
@@ -262,7 +264,8 @@ func isUpstream(cfg config.Endpoint) bool {
 
 // Reload applies a new config: endpoints whose config did not change keep
 // their connection and health; new ones are built and probed; removed ones
-// stop being probed. The swap is atomic: requests in flight finish with
+// stop being probed, and are closed once the requests that began with
+// them are done (closeRemoved). The swap is atomic: requests in flight finish with
 // the endpoint set they started with. The metadata cache starts empty.
 // On error nothing changes.
 func (f *Federator) Reload(cfg config.Federation) error {
@@ -331,6 +334,7 @@ func (f *Federator) Reload(cfg config.Federation) error {
 				if _, kept := s.byName[m.name]; !kept {
 					f.m.forget(m.name)
 				}
+				f.closeRemoved(m)
 			}
 		}
 		f.log.Info("endpoints reloaded", "endpoints", len(s.members), "new", len(fresh), "kept", len(reused))
@@ -338,10 +342,11 @@ func (f *Federator) Reload(cfg config.Federation) error {
 	return nil
 }
 
-// forgetFresh drops the metric series of members built by a reload that
-// failed, unless the running set has an endpoint of that name.
+// forgetFresh closes the endpoints of members built by a reload that
+// failed, and drops their metric series unless the running set has an endpoint of that name.
 func (f *Federator) forgetFresh(old *snapshot, fresh []*member) {
 	for _, m := range fresh {
+		closeEndpoint(m.ep) // never in use
 		if old == nil || old.byName[m.name] == nil {
 			f.m.forget(m.name)
 		} else {
@@ -519,9 +524,7 @@ func (f *Federator) Close() error {
 	}
 	f.peersMu.Unlock()
 	for _, m := range members {
-		if c, ok := m.ep.(io.Closer); ok {
-			_ = c.Close()
-		}
+		closeEndpoint(m.ep)
 	}
 	return nil
 }

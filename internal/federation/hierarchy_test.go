@@ -3,6 +3,7 @@ package federation
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/testenv"
 )
 
@@ -112,10 +114,10 @@ func TestReloadWithRequestsInFlight(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789"), 100000)
 	a.put("/big", big)
 	c.put("/new", []byte("n"))
-	cfg1 := cfgYAML(slowHealth, ep("site-a"), ep("site-b"))
+	cfg1 := cfgYAML(slowHealth, ep("site-a", "timeout: 50ms"), ep("site-b"))
 	cfg2 := cfgYAML(slowHealth, ep("site-b"), ep("site-c"))
 	tf := startFed(t, cfg1, a, b, c)
-	oldB := tf.snap.Load().byName["site-b"]
+	oldA, oldB := tf.snap.Load().byName["site-a"], tf.snap.Load().byName["site-b"]
 
 	gate := make(chan struct{})
 	a.openGate.Store(&gate)
@@ -160,10 +162,24 @@ func TestReloadWithRequestsInFlight(t *testing.T) {
 	if resp, _ := tf.do(t, "GET", "/big", nil, nil); resp.StatusCode != 404 {
 		t.Errorf("GET /big after site-a left = %d, want 404", resp.StatusCode)
 	}
+	// site-a, removed, is closed only once its read in flight ends: its
+	// timeout (50ms) has passed when the closer waits for its streams.
+	testenv.Eventually(t, 5*time.Second, "removed site-a's closer waiting for its stream", func() bool {
+		oldA.streams.mu.Lock()
+		defer oldA.streams.mu.Unlock()
+		return oldA.streams.idle != nil
+	})
+	if n := a.closes.Load(); n != 0 {
+		t.Errorf("site-a closed %d times with a read in flight", n)
+	}
 	close(gate)
 	r := <-done
 	if r.code != 200 || r.body != string(big) {
 		t.Errorf("in-flight read across the reload = %d, %d bytes; want 200 and %d bytes", r.code, len(r.body), len(big))
+	}
+	testenv.Eventually(t, 5*time.Second, "removed site-a closed once its read ended", func() bool { return a.closes.Load() == 1 })
+	if n := b.closes.Load(); n != 0 {
+		t.Errorf("site-b, kept, closed %d times", n)
 	}
 
 	// A bad config changes nothing.
@@ -177,6 +193,23 @@ func TestReloadWithRequestsInFlight(t *testing.T) {
 	}
 	if got := tf.state("site-c"); got != "up" {
 		t.Errorf("after a failed reload site-c is %s", got)
+	}
+
+	// An endpoint a failed reload built is closed: nothing will use it.
+	d := newFake("site-d", true)
+	tf.opts.NewEndpoint = func(ctx context.Context, ec config.Endpoint, log *slog.Logger) (endpoint.Endpoint, error) {
+		if ec.Name == d.name {
+			return d.asEndpoint(), nil
+		}
+		return DefaultNewEndpoint(ctx, ec, log)
+	}
+	bad.Endpoints = append(append([]config.Endpoint(nil), parsed.Federation.Endpoints...), bad.Endpoints[0])
+	bad.Endpoints[len(bad.Endpoints)-2].Name = d.name
+	if err := tf.Reload(bad); err == nil {
+		t.Error("Reload with an unbuildable endpoint succeeded")
+	}
+	if n := d.closes.Load(); n != 1 {
+		t.Errorf("site-d, built by a failed reload, closed %d times; want 1", n)
 	}
 }
 

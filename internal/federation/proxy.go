@@ -310,8 +310,10 @@ func describeVersion(want, got endpoint.Info) string {
 func (fr *failoverReader) open(rep *replica, off, n int64) (*watched, endpoint.Info, error) {
 	octx, cancel := context.WithCancelCause(fr.ctx)
 	start := time.Now()
+	rep.m.streams.begin()
 	rc, err := rep.m.ep.Open(octx, rep.path, off, n)
 	if err != nil {
+		rep.m.streams.end()
 		cancel(nil)
 		fr.result(rep, err, time.Since(start))
 		return nil, endpoint.Info{}, err
@@ -702,6 +704,7 @@ type watched struct {
 	cancel context.CancelCauseFunc
 	idle   time.Duration
 	t      *time.Timer // nil: no idle limit
+	closed bool
 }
 
 func (w *watched) Read(p []byte) (int, error) {
@@ -747,11 +750,16 @@ func (w *watched) SpliceTo(dst *net.TCPConn, n int64) (int64, error) {
 }
 
 func (w *watched) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
 	if w.t != nil {
 		w.t.Stop()
 	}
 	err := w.rc.Close()
 	w.cancel(nil)
+	w.rep.m.streams.end()
 	return err
 }
 

@@ -272,6 +272,7 @@ func (f *Federator) commitPut(ctx context.Context, pl *putPlan, body io.Reader, 
 	}
 	start := time.Now()
 	cb := &checkedBody{r: body, d: httpx.NewBodyDigests(o.Want)}
+	m.streams.begin()
 	if hasConditional(o.Cond) {
 		// The client's conditions were met by what the look-up saw:
 		// the write commits only on top of that, else two writers
@@ -281,6 +282,7 @@ func (f *Federator) commitPut(ctx context.Context, pl *putPlan, body io.Reader, 
 	} else {
 		err = m.ep.Put(ctx, m.endpointPath(p), cb, size)
 	}
+	m.streams.end()
 	s.invalidate(p, 0)
 	if err != nil {
 		if cb.mismatch != nil {
