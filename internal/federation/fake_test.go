@@ -36,15 +36,15 @@ type fakeEP struct {
 	dirs  map[string]bool
 
 	stats, opens, probes, puts, deletes, closes atomic.Int64
-	down                                atomic.Bool            // every call: ErrUnavailable
-	hang                                atomic.Bool            // every call waits for ctx
-	statErr                             atomic.Value           // error injected into Stat
-	deleteErr                           atomic.Value           // error injected into Delete
-	failAfter                           atomic.Int64           // >0: readers fail after this many bytes
-	stallAfter                          atomic.Int64           // >0: readers hang after this many bytes until ctx ends
-	onBreak                             atomic.Pointer[func()] // run once when a reader breaks (failAfter)
-	gate                                atomic.Pointer[chan struct{}]
-	openGate                            atomic.Pointer[chan struct{}]
+	down                                        atomic.Bool            // every call: ErrUnavailable
+	hang                                        atomic.Bool            // every call waits for ctx
+	statErr                                     atomic.Value           // error injected into Stat
+	deleteErr                                   atomic.Value           // error injected into Delete
+	failAfter                                   atomic.Int64           // >0: readers fail after this many bytes
+	stallAfter                                  atomic.Int64           // >0: readers hang after this many bytes until ctx ends
+	onBreak                                     atomic.Pointer[func()] // run once when a reader breaks (failAfter)
+	gate                                        atomic.Pointer[chan struct{}]
+	openGate                                    atomic.Pointer[chan struct{}]
 	// weak: versions as nginx makes them, of the size and a time only
 	// (not Strong, and the same for any bytes of that size); noSums: no
 	// checksums either.
