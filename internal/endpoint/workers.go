@@ -24,7 +24,11 @@ import (
 //	w.Go(func() { res[i] = ask(i); done <- i })
 type Workers struct {
 	idle IdlePool[*worker]
-	wg   sync.WaitGroup // every worker goroutine
+	wg   sync.WaitGroup // every worker goroutine started before Close
+	// mu orders wg.Add before Close's Wait: a WaitGroup may not be
+	// added to once its Wait has begun.
+	mu     sync.Mutex
+	closed bool
 }
 
 // worker is one kept goroutine; run hands it its next function, and its
@@ -39,14 +43,22 @@ func NewWorkers(max int, idle time.Duration) *Workers {
 	return w
 }
 
-// Go runs fn on an idle worker, or on a new one when none is idle. After
-// Close it still runs fn, on a goroutine that ends with it.
+// Go runs fn on an idle worker, or on a new one when none is idle. Once
+// Close has begun it still runs fn, on a goroutine of its own that
+// Close does not wait for.
 func (w *Workers) Go(fn func()) {
 	if k, ok := w.idle.Get(); ok {
 		k.run <- fn // room for one: the worker may not be receiving yet
 		return
 	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		go fn()
+		return
+	}
 	w.wg.Add(1)
+	w.mu.Unlock()
 	go w.work(&worker{run: make(chan func(), 1)}, fn)
 }
 
@@ -61,9 +73,11 @@ func (w *Workers) work(k *worker, fn func()) {
 }
 
 // Close ends the idle workers, and each busy one when its function
-// returns, and waits for them all. Call Go no more once Close has
-// begun, except from a function a worker runs.
+// returns, and waits for them all.
 func (w *Workers) Close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 	w.idle.Close()
 	w.wg.Wait()
 }

@@ -79,3 +79,26 @@ func TestWorkersCloseWaits(t *testing.T) {
 		t.Error("Close returned before the function running did")
 	}
 }
+
+// TestWorkersGoWhileClosing: a function handed to Go while Close runs
+// (a request still arriving as the server shuts down) runs, and Go does
+// not add to the WaitGroup Close waits on once its Wait may have begun
+// (the race detector reports an Add from zero concurrent with Wait).
+func TestWorkersGoWhileClosing(t *testing.T) {
+	for range 200 {
+		w := NewWorkers(4, time.Hour)
+		closed := make(chan struct{})
+		go func() {
+			w.Close()
+			close(closed)
+		}()
+		ran := make(chan struct{})
+		w.Go(func() { close(ran) })
+		<-closed
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a function handed to Go during Close never ran")
+		}
+	}
+}
