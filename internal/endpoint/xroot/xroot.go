@@ -101,6 +101,7 @@ var (
 	_ endpoint.Checksummer  = (*Endpoint)(nil)
 	_ endpoint.Redirecter   = (*Endpoint)(nil)
 	_ endpoint.RedirectGate = (*Endpoint)(nil)
+	_ endpoint.StatLister   = (*Endpoint)(nil)
 	_ io.Closer             = (*Endpoint)(nil)
 
 	_ endpoint.ValidatorReporter = (*Endpoint)(nil)

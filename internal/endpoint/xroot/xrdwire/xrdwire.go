@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"time"
@@ -29,12 +30,13 @@ import (
 
 // Request IDs (kXR_*) of the requests lakefed writes itself.
 const (
-	ReqQuery = 3001
-	ReqClose = 3003
-	ReqLogin = 3007
-	ReqOpen  = 3010
-	ReqRead  = 3013
-	ReqStat  = 3017
+	ReqQuery   = 3001
+	ReqClose   = 3003
+	ReqDirlist = 3004
+	ReqLogin   = 3007
+	ReqOpen    = 3010
+	ReqRead    = 3013
+	ReqStat    = 3017
 )
 
 // Response statuses.
@@ -57,6 +59,11 @@ const (
 // MaxFrame bounds the body of one response: no answer lakefed asks for
 // is near it, and a read asks for less.
 const MaxFrame = 16 << 20
+
+// ErrTooLong is ReadAnswerLimit's answer when the parts of an answer
+// add up to more than the caller's bound; the rest of the answer is not
+// read, so the connection is in the middle of it.
+var ErrTooLong = errors.New("answer longer than the bound asked for")
 
 // ErrNeedsAuth is Login's answer when the server asks for authentication
 // (security information follows the session id): none is offered.
@@ -130,10 +137,31 @@ func Login(c io.ReadWriter, user string) error {
 // xrdproto.ServerError. It returns kXR_ok, kXR_wait or kXR_redirect with
 // the body.
 func ReadAnswer(r io.Reader, sid [2]byte) (int, []byte, error) {
+	return ReadAnswerLimit(r, sid, math.MaxInt)
+}
+
+// ReadAnswerLimit is ReadAnswer for answers whose kXR_oksofar parts a
+// server could make as long as it likes (kXR_dirlist): when the body
+// would grow past max bytes it stops, before reading the frame that
+// would, with ErrTooLong.
+func ReadAnswerLimit(r io.Reader, sid [2]byte, max int) (int, []byte, error) {
 	var acc []byte
 	for {
-		fsid, st, body, err := ReadFrame(r)
-		if err != nil {
+		var h [8]byte
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return 0, nil, err
+		}
+		fsid, st := [2]byte{h[0], h[1]}, int(binary.BigEndian.Uint16(h[2:]))
+		n := int64(binary.BigEndian.Uint32(h[4:]))
+		if n > MaxFrame {
+			return 0, nil, fmt.Errorf("response of %d bytes", n)
+		}
+		// A kXR_attn wraps its response in 16 bytes more.
+		if room := max - len(acc); room < MaxFrame && n > int64(room)+16 {
+			return 0, nil, ErrTooLong
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
 			return 0, nil, err
 		}
 		if st == StatusAttn {
@@ -152,6 +180,9 @@ func ReadAnswer(r io.Reader, sid [2]byte) (int, []byte, error) {
 		}
 		if fsid != sid {
 			continue
+		}
+		if (st == StatusOKSoFar || st == StatusOK) && len(body) > max-len(acc) {
+			return 0, nil, ErrTooLong
 		}
 		switch st {
 		case StatusOKSoFar:
