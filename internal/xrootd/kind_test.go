@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,5 +99,70 @@ func TestIsHeldName(t *testing.T) {
 		if got := isHeldName(p); got != want {
 			t.Errorf("isHeldName(%q) = %v, want %v", p, got, want)
 		}
+	}
+}
+
+// TestXrootKindStatList: the xroot kind's StatList against the door
+// (over a local directory): each file is what the kind's Stat says of it
+// through the same door, directories are unsure, a listing of many
+// kXR_oksofar parts (the door's are 64 KiB) comes whole, a missing
+// directory is ErrNotFound and one over the limit ErrTooLarge.
+func TestXrootKindStatList(t *testing.T) {
+	ctx := context.Background()
+	dir, addr := startPosixDoor(t)
+	write := func(rel string, data []byte) {
+		t.Helper()
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("d/a.root", payload(1000, 62))
+	write("d/empty", nil)
+	write("d/sub/x", []byte("x"))
+	var many []string
+	for i := range 3000 {
+		n := fmt.Sprintf("%s-%04d.root", strings.Repeat("n", 200), i)
+		many = append(many, n)
+		write("many/"+n, []byte(strconv.Itoa(i)))
+	}
+	ep, err := xroot.New(ctx, endpoint.Config{Name: "door", URL: "root://" + addr + "//"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+
+	for _, tc := range []struct {
+		dir         string
+		files, dirs []string
+	}{
+		{"/d", []string{"a.root", "empty"}, []string{"sub"}},
+		{"/many", many, nil},
+	} {
+		files, unsure, err := ep.StatList(ctx, tc.dir, len(tc.files)+len(tc.dirs))
+		if err != nil {
+			t.Fatalf("StatList(%s) = %v", tc.dir, err)
+		}
+		var names []string
+		for _, in := range files {
+			names = append(names, in.Name)
+			st, err := ep.Stat(ctx, tc.dir+"/"+in.Name)
+			if err != nil || !reflect.DeepEqual(in, st) {
+				t.Errorf("StatList(%s) says %+v; Stat says %+v, %v", tc.dir, in, st, err)
+			}
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, tc.files) || !slices.Equal(unsure, tc.dirs) {
+			t.Errorf("StatList(%s) = %d files, unsure %q; want %d files, unsure %q", tc.dir, len(names), unsure, len(tc.files), tc.dirs)
+		}
+	}
+	if _, _, err := ep.StatList(ctx, "/nope", 10); !errors.Is(err, endpoint.ErrNotFound) {
+		t.Errorf("StatList(missing) = %v, want ErrNotFound", err)
+	}
+	if _, _, err := ep.StatList(ctx, "/many", 100); !errors.Is(err, endpoint.ErrTooLarge) {
+		t.Errorf("StatList(3000 entries, limit 100) = %v, want ErrTooLarge", err)
 	}
 }
