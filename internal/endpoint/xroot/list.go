@@ -31,7 +31,8 @@ import (
 //     data server, which may hold another version of a file than the one
 //     the redirector's Stat would be routed to), a server that needs
 //     authentication (the direct path cannot log in; Stat goes through
-//     go-hep then) or asks to wait: ErrUnsupported;
+//     go-hep then) or refuses the listing (xrootd's "l" privilege is not
+//     its "r"), or one that asks to wait: ErrUnsupported;
 //   - a listing without kXR_dstat's ".\n0 0 0 0" lead-in (a server that
 //     does not give stat information): ErrUnsupported;
 //   - an entry that is a directory, not a regular file (kXR_other), an
@@ -93,6 +94,10 @@ func (e *Endpoint) StatList(ctx context.Context, dir string, limit int) (files [
 		return nil, nil, opErr("list", dir, errNotListedAsStat)
 	case errors.Is(err, errTryGoHEP):
 		return nil, nil, opErr("list", dir, errNotListedAsStat)
+	case serverCode(err) == codeNotAuthorized || serverCode(err) == codeAuthFailed || serverCode(err) == codeTLSRequired:
+		// Listing is a privilege of its own in xrootd's authorization
+		// ("l"): a server may refuse it and still answer Stat.
+		return nil, nil, opErr("list", dir, fmt.Errorf("%w: %w", errNotListedAsStat, err))
 	case errors.Is(err, xrdwire.ErrTooLong):
 		return nil, nil, opErr("list", dir, fmt.Errorf("%w: more than %d entries", endpoint.ErrTooLarge, limit))
 	case serverCode(err) == codeIOError || serverCode(err) == codeFSError:

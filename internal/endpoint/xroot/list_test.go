@@ -116,6 +116,8 @@ func dirlistFake(mode string, body string, part int) func(c net.Conn, sid [2]byt
 			return answer(c, sid, xrdwire.StatusRedirect, append(binary.BigEndian.AppendUint32(nil, 1094), "127.0.0.1"...))
 		case "wait":
 			return answer(c, sid, xrdwire.StatusWait, []byte{0, 0, 0, 1})
+		case "refuse":
+			return answer(c, sid, xrdwire.StatusError, append(binary.BigEndian.AppendUint32(nil, codeNotAuthorized), "no l privilege\x00"...))
 		case "endless":
 			for {
 				if err := answer(c, sid, xrdwire.StatusOKSoFar, []byte(strings.Repeat("f\n1 1 0 1\n", 1000))); err != nil {
@@ -163,6 +165,7 @@ func TestStatListFake(t *testing.T) {
 		{"good, final part empty", "", strings.TrimSuffix(good, "\x00") + "\n", len(good), nil},
 		{"redirect", "redirect", "", 0, endpoint.ErrUnsupported},
 		{"wait", "wait", "", 0, endpoint.ErrUnsupported},
+		{"not authorized", "refuse", "", 0, endpoint.ErrUnsupported},
 		{"no lead-in", "", "a\nb\x00", 1 << 20, endpoint.ErrUnsupported},
 		{"no lead-in, empty", "", "", 1 << 20, endpoint.ErrUnsupported},
 		{"endless", "endless", "", 0, endpoint.ErrTooLarge},
