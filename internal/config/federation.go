@@ -118,7 +118,7 @@ type MetadataCache struct {
 	// read a directory file by file). Only kinds whose listing is proven
 	// to say what Stat says of each file are listed (the http kind against
 	// a lakefed storage role, the root:// kind against an XRootD data
-	// server or a lakefed door; not nginx, XrdHttp, an XRootD redirector,
+	// server or a lakefed door over one endpoint; not nginx, XrdHttp, an XRootD redirector,
 	// S3 or POSIX). A listing
 	// answers for negative_ttl after it was taken, only for the files it
 	// names (a name it lacks is asked with Stat: the file may have been

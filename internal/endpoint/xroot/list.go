@@ -24,7 +24,11 @@ import (
 // (XrdOssDir::Readdir's fstatat with no flags, or a stat per entry), and
 // the fields Stat keeps (size, flags, mtime) are the first four of
 // both. The lakefed door writes both with one function too (statLine in
-// internal/xrootd).
+// internal/xrootd), but from two answers of its namespace: a federation's
+// listing is merged across its endpoints, its Stat the first replica, so
+// a door over copies that disagree can list a file as another copy than
+// it stats (the upstream kind, not root://, is how a federator federates
+// another).
 //
 // What may not stand for a Stat is refused, so the federator asks Stat:
 //   - an answer that is a redirect (a redirector sends the listing to one
