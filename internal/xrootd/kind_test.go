@@ -5,15 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,68 +100,33 @@ func TestIsHeldName(t *testing.T) {
 	}
 }
 
-// TestXrootKindStatList: the xroot kind's StatList against the door
-// (over a local directory): each file is what the kind's Stat says of it
-// through the same door, directories are unsure, a listing of many
-// kXR_oksofar parts (the door's are 64 KiB) comes whole, a missing
-// directory is ErrNotFound and one over the limit ErrTooLarge.
-func TestXrootKindStatList(t *testing.T) {
+// TestXrootKindStatListRefusesDoor: the door is a load balancer (its
+// handshake says so): its listing is its namespace's, merged across
+// endpoints, and its Stat is its first replica's, so the xroot kind's
+// StatList refuses it (ErrUnsupported: the federator asks Stat) and
+// does not ask again; its List still lists.
+func TestXrootKindStatListRefusesDoor(t *testing.T) {
 	ctx := context.Background()
 	dir, addr := startPosixDoor(t)
-	write := func(rel string, data []byte) {
-		t.Helper()
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.MkdirAll(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	write("d/a.root", payload(1000, 62))
-	write("d/empty", nil)
-	write("d/sub/x", []byte("x"))
-	var many []string
-	for i := range 3000 {
-		n := fmt.Sprintf("%s-%04d.root", strings.Repeat("n", 200), i)
-		many = append(many, n)
-		write("many/"+n, []byte(strconv.Itoa(i)))
+	if err := os.WriteFile(filepath.Join(dir, "d", "a.root"), payload(1000, 62), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	ep, err := xroot.New(ctx, endpoint.Config{Name: "door", URL: "root://" + addr + "//"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ep.Close()
-
-	for _, tc := range []struct {
-		dir         string
-		files, dirs []string
-	}{
-		{"/d", []string{"a.root", "empty"}, []string{"sub"}},
-		{"/many", many, nil},
-	} {
-		files, unsure, err := ep.StatList(ctx, tc.dir, len(tc.files)+len(tc.dirs))
-		if err != nil {
-			t.Fatalf("StatList(%s) = %v", tc.dir, err)
-		}
-		var names []string
-		for _, in := range files {
-			names = append(names, in.Name)
-			st, err := ep.Stat(ctx, tc.dir+"/"+in.Name)
-			if err != nil || !reflect.DeepEqual(in, st) {
-				t.Errorf("StatList(%s) says %+v; Stat says %+v, %v", tc.dir, in, st, err)
-			}
-		}
-		slices.Sort(names)
-		if !slices.Equal(names, tc.files) || !slices.Equal(unsure, tc.dirs) {
-			t.Errorf("StatList(%s) = %d files, unsure %q; want %d files, unsure %q", tc.dir, len(names), unsure, len(tc.files), tc.dirs)
+	for range 2 {
+		if files, unsure, err := ep.StatList(ctx, "/d", 10); !errors.Is(err, endpoint.ErrUnsupported) || files != nil || unsure != nil {
+			t.Fatalf("StatList of a door = %d files, %q, %v; want ErrUnsupported", len(files), unsure, err)
 		}
 	}
-	if _, _, err := ep.StatList(ctx, "/nope", 10); !errors.Is(err, endpoint.ErrNotFound) {
-		t.Errorf("StatList(missing) = %v, want ErrNotFound", err)
-	}
-	if _, _, err := ep.StatList(ctx, "/many", 100); !errors.Is(err, endpoint.ErrTooLarge) {
-		t.Errorf("StatList(3000 entries, limit 100) = %v, want ErrTooLarge", err)
+	ents, err := ep.List(ctx, "/d")
+	if err != nil || len(ents) != 1 || ents[0].Name != "a.root" {
+		t.Errorf("List of a door = %+v, %v; want a.root", ents, err)
 	}
 }
 

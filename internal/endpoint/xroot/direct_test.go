@@ -91,6 +91,9 @@ type rawFake struct {
 	// dirlist, when set, answers kXR_dirlist (list_test.go); an error
 	// hangs up.
 	dirlist func(c net.Conn, sid [2]byte) error
+	// lbal: the handshake says load balancer (kXR_LBalServer), as a
+	// redirector or a lakefed door does, not data server.
+	lbal    bool
 	release chan struct{}
 	reads   chan struct{} // one per kXR_read answered or begun
 
@@ -154,7 +157,11 @@ func (f *rawFake) serve(c net.Conn) {
 	if _, err := io.ReadFull(c, hs); err != nil {
 		return
 	}
-	if answer(c, [2]byte{}, xrdwire.StatusOK, []byte{0, 0, 5, 0x20, 0, 0, 0, 1}) != nil {
+	hsAnswer := []byte{0, 0, 5, 0x20, 0, 0, 0, 1}
+	if f.lbal {
+		hsAnswer[7] = 0
+	}
+	if answer(c, [2]byte{}, xrdwire.StatusOK, hsAnswer) != nil {
 		return
 	}
 	type readReq struct {

@@ -23,14 +23,16 @@ import (
 // a stat(2) of the entry that follows symlinks as kXR_stat's does
 // (XrdOssDir::Readdir's fstatat with no flags, or a stat per entry), and
 // the fields Stat keeps (size, flags, mtime) are the first four of
-// both. The lakefed door writes both with one function too (statLine in
-// internal/xrootd), but from two answers of its namespace: a federation's
-// listing is merged across its endpoints, its Stat the first replica, so
-// a door over copies that disagree can list a file as another copy than
-// it stats (the upstream kind, not root://, is how a federator federates
-// another).
+// both. Only a data server is listed: one that calls itself a load
+// balancer in the handshake (an XRootD redirector, a lakefed door) gives
+// a listing gathered from the servers behind it and a kXR_stat of the
+// one it would send the client to, which may be two copies of a file
+// (a door's listing is merged across its endpoints, its Stat is its
+// first replica's).
 //
 // What may not stand for a Stat is refused, so the federator asks Stat:
+//   - a load balancer, from the handshake on: ErrUnsupported, and the
+//     endpoint is not asked for listings again;
 //   - an answer that is a redirect (a redirector sends the listing to one
 //     data server, which may hold another version of a file than the one
 //     the redirector's Stat would be routed to), a server that needs
@@ -72,6 +74,13 @@ const maxDirEntry = 1024 + 512 + 2
 // starts the listing with (do_DirStat).
 const dstatLeadIn = ".\n0 0 0 0\n"
 
+// errLoadBalancer: the server called itself a load balancer in the
+// handshake (an XRootD redirector, a lakefed door). Its listing is
+// gathered from the servers behind it, each entry from whichever had
+// the name, and its kXR_stat answers for the one it would send the
+// client to: the two may describe different copies of a file.
+var errLoadBalancer = errors.New("the server is a load balancer, not a data server")
+
 // errNotListedAsStat: the server's answer cannot stand for a Stat of
 // each file.
 var errNotListedAsStat = fmt.Errorf("%w: the server's listing cannot stand for its kXR_stat", endpoint.ErrUnsupported)
@@ -83,7 +92,7 @@ var errNotListedAsStat = fmt.Errorf("%w: the server's listing cannot stand for i
 // limit entries ErrTooLarge. An answer that does not parse whole, or is
 // cut, is an error (ErrUnavailable), never a shorter listing.
 func (e *Endpoint) StatList(ctx context.Context, dir string, limit int) (files []endpoint.Info, unsure []string, err error) {
-	if e.noDirect.Load() {
+	if e.noDirect.Load() || e.notListed.Load() {
 		return nil, nil, opErr("list", dir, errNotListedAsStat)
 	}
 	rp, err := e.remote(dir)
@@ -98,6 +107,9 @@ func (e *Endpoint) StatList(ctx context.Context, dir string, limit int) (files [
 		return nil, nil, opErr("list", dir, errNotListedAsStat)
 	case errors.Is(err, errTryGoHEP):
 		return nil, nil, opErr("list", dir, errNotListedAsStat)
+	case errors.Is(err, errLoadBalancer):
+		e.notListed.Store(true)
+		return nil, nil, opErr("list", dir, fmt.Errorf("%w: %w", errNotListedAsStat, err))
 	case serverCode(err) == codeNotAuthorized || serverCode(err) == codeAuthFailed || serverCode(err) == codeTLSRequired:
 		// Listing is a privilege of its own in xrootd's authorization
 		// ("l"): a server may refuse it and still answer Stat.
@@ -204,6 +216,10 @@ func (e *Endpoint) dirlistPooled(ctx context.Context, rp string, max int) ([]byt
 				return nil, err
 			}
 			return nil, fmt.Errorf("%w: connect %s: %w", endpoint.ErrUnavailable, e.addr, err)
+		}
+		if !pc.dataServer {
+			e.pool.idle.Put(pc)
+			return nil, errLoadBalancer
 		}
 		body, err := pc.dirlist(ctx, rp, e.timeout, max)
 		switch {

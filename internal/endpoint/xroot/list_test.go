@@ -228,6 +228,27 @@ func TestStatListRedirectorNotAsked(t *testing.T) {
 	}
 }
 
+// TestStatListLoadBalancerNotAsked: a server whose handshake says load
+// balancer is never asked for a listing, however good its listing
+// would be: its entries may be other copies than its Stat describes.
+func TestStatListLoadBalancerNotAsked(t *testing.T) {
+	var asked atomic.Int32
+	good := dirlistFake("", ".\n0 0 0 0\na\n1 10 16 1700000000\x00", 1<<20)
+	f := &rawFake{lbal: true, dirlist: func(c net.Conn, sid [2]byte) error {
+		asked.Add(1)
+		return good(c, sid)
+	}}
+	e := newEndpoint(t, "root://"+startRawFake(t, f)+"//", 5*time.Second)
+	for range 2 {
+		if files, _, err := e.StatList(context.Background(), "/dir", 100); !errors.Is(err, endpoint.ErrUnsupported) || files != nil {
+			t.Fatalf("StatList of a load balancer = %d files, %v; want ErrUnsupported", len(files), err)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("a load balancer was asked %d listings, want 0", n)
+	}
+}
+
 // TestStatListEndlessClosesConnection: a listing cut at the byte bound
 // leaves its connection mid-answer; it is closed, not pooled.
 func TestStatListEndlessClosesConnection(t *testing.T) {

@@ -75,6 +75,9 @@ type poolConn struct {
 	br     *bufio.Reader
 	sid    uint16 // stream id of the last request
 	reused bool   // it served a request before this one
+	// dataServer: the server called itself a data server in the
+	// handshake, not a load balancer (xrdwire.DialServer).
+	dataServer bool
 }
 
 // get returns an idle connection, or a new one dialled and logged in.
@@ -86,14 +89,14 @@ func (p *pool) get(ctx context.Context) (*poolConn, error) {
 		pc.reused = true
 		return pc, nil
 	}
-	c, err := dialDirect(ctx, p.addr, p.user, p.timeout)
+	c, dataServer, err := dialDirect(ctx, p.addr, p.user, p.timeout)
 	if err != nil {
 		return nil, err
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetKeepAlive(true)
 	}
-	return &poolConn{c: c, br: bufio.NewReaderSize(c, 4<<10), sid: 1}, nil
+	return &poolConn{c: c, br: bufio.NewReaderSize(c, 4<<10), sid: 1, dataServer: dataServer}, nil
 }
 
 // next returns the stream id of the next request on pc.

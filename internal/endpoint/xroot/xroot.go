@@ -88,6 +88,7 @@ type Endpoint struct {
 
 	pool      *pool       // plain connections for kXR_stat (pool.go)
 	noDirect  atomic.Bool // the server made a direct read or stat fall back (direct.go, pool.go); use go-hep from now on
+	notListed atomic.Bool // the server is a load balancer: StatList refuses (list.go)
 	readChunk int64       // kXR_read length on the direct path: directChunk (tests make it small)
 }
 
