@@ -18,9 +18,9 @@
 #       Also the door serving the bytes itself, for a file only on a lakefed
 #       storage site (proxied), as a reference.
 #
-#   bench/xroot.sh                        # 10,000 files, 10 s per rate, 1 GiB, 3 rounds
+#   bench/xroot.sh                        # 40,000 files, 10 s per rate, 1 GiB, 3 rounds
 #   QUICK=1 bench/xroot.sh                # a smoke run: 600 files, 3 s, 64 MiB, 1 round
-#   FILES=10000 DUR=20 THREADS=8 BIG_MB=1024 ROUNDS=5 bench/xroot.sh
+#   FILES=40000 DUR=20 THREADS=8 BIG_MB=1024 ROUNDS=5 bench/xroot.sh
 #   PACED=1 bench/xroot.sh                # instead: the AAA paced reads (see paced below)
 #   PROFILE=1 bench/xroot.sh              # also CPU profiles of the door
 #
@@ -45,7 +45,8 @@ cd "$(dirname "$0")/.."
 if [ -n "${QUICK:-}" ]; then
   FILES=${FILES:-600} WARM=${WARM:-300} DUR=${DUR:-3} BIG_MB=${BIG_MB:-64} ROUNDS=${ROUNDS:-1} MISS_N=${MISS_N:-80}
 fi
-FILES=${FILES:-10000}    # files on every server (the first WARM are the warm set)
+FILES=${FILES:-40000}    # files on every server (the first WARM are the warm set; each
+                         # cold figure opens half the rest, 19,500: 2-4 s at these rates)
 WARM=${WARM:-1000}
 PER=100                  # files per directory
 DUR=${DUR:-10}           # seconds per rate figure

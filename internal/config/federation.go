@@ -117,8 +117,9 @@ type MetadataCache struct {
 	// listing, rather than with a Stat of each path on each endpoint (jobs
 	// read a directory file by file). Only kinds whose listing is proven
 	// to say what Stat says of each file are listed (the http kind against
-	// a lakefed storage role; not nginx, XrdHttp, S3 or POSIX). A listing
-	// answers for negative_ttl after it was taken, only for the files it
+	// a lakefed storage role, the root:// kind against an XRootD data
+	// server; not nginx, XrdHttp, an XRootD redirector, a lakefed door,
+	// S3 or POSIX). A listing answers for negative_ttl after it was taken, only for the files it
 	// names (a name it lacks is asked with Stat: the file may have been
 	// written at the site since); an answer from it is cached no longer
 	// than one from a Stat made when it was taken, and a path written

@@ -172,8 +172,11 @@ type Presigner interface {
 // declares it only where that is proven for the answer at hand (the http
 // kind against a lakefed storage role that says each member of its
 // listing is what a HEAD of it would answer, with the strong ETag its
-// HEAD sends; not nginx, whose PROPFIND has no ETag), never because a
-// List usually agrees.
+// HEAD sends; not nginx, whose PROPFIND has no ETag; the root:// kind
+// against an XRootD data server, whose kXR_dstat listing formats each
+// stat line as its kXR_stat answer; not a load balancer, a redirector or
+// a lakefed door, whose listing is gathered from the servers behind
+// it), never because a List usually agrees.
 type StatLister interface {
 	// StatList lists dir, of at most limit entries. Each Info in files
 	// is what Stat of dir/Name would return at that moment (size,

@@ -83,7 +83,12 @@ func (n *Namespace) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 	if e.isDir {
 		return endpoint.Info{Name: path.Base(p), IsDir: true, ModTime: e.modTime()}, nil
 	}
-	rk := n.ranked(s, e)
+	return infoOf(p, e, n.ranked(s, e))
+}
+
+// infoOf is Stat's answer for the file entry e of p, whose live replicas
+// rk are in the entry's order.
+func infoOf(p string, e *entry, rk []ranked) (endpoint.Info, error) {
 	if len(rk) == 0 {
 		return endpoint.Info{}, fmt.Errorf("federation: %s: every replica is down: %w", p, endpoint.ErrUnavailable)
 	}
@@ -93,6 +98,26 @@ func (n *Namespace) Stat(ctx context.Context, p string) (endpoint.Info, error) {
 		it.Checksums = *sums
 	}
 	return it, nil
+}
+
+// StatReplicas is Stat and Replicas from one look-up (the door's open
+// for read: xrootd.ReplicaStater).
+func (n *Namespace) StatReplicas(ctx context.Context, p string) (endpoint.Info, []*url.URL, error) {
+	s, e, err := n.found(ctx, p)
+	if err != nil {
+		return endpoint.Info{}, nil, err
+	}
+	if e.isDir {
+		return endpoint.Info{Name: path.Base(p), IsDir: true, ModTime: e.modTime()}, nil, nil
+	}
+	rk := n.f.rank(s, e, netip.Addr{}, nil, nil)
+	urls := replicaURLs(rk)
+	slices.SortStableFunc(rk, func(a, b ranked) int { return int(a.r.idx) - int(b.r.idx) })
+	it, err := infoOf(p, e, rk)
+	if err != nil {
+		return endpoint.Info{}, nil, err
+	}
+	return it, urls, nil
 }
 
 // List is the directory merged across endpoints, as PROPFIND lists it.
@@ -222,8 +247,13 @@ func (n *Namespace) Replicas(ctx context.Context, p string) ([]*url.URL, error) 
 	if err != nil {
 		return nil, err
 	}
+	return replicaURLs(n.f.rank(s, e, netip.Addr{}, nil, nil)), nil
+}
+
+// replicaURLs is the URLs of the replicas rk, in rk's order.
+func replicaURLs(rk []ranked) []*url.URL {
 	var out []*url.URL
-	for _, x := range n.f.rank(s, e, netip.Addr{}, nil, nil) {
+	for _, x := range rk {
 		rep := x.r
 		raw := rep.url()
 		if raw == "" {
@@ -238,7 +268,7 @@ func (n *Namespace) Replicas(ctx context.Context, p string) ([]*url.URL, error) 
 			out = append(out, u)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Put writes p through the federator as a PUT would (Federator.Put),

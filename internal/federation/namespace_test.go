@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net/url"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/lakefed/lakefed/internal/endpoint"
@@ -101,5 +104,50 @@ func TestNamespaceStatAndOpenOneVersion(t *testing.T) {
 		if int64(len(got)) != in.Size {
 			t.Fatalf("try %d: Stat says %d bytes, Open read %d: two versions through one entry", i, in.Size, len(got))
 		}
+	}
+}
+
+// StatReplicas (the door's open for read) answers what Stat and
+// Replicas answer, from one look-up: the Info of the first replica in
+// the entry's order, even with replicas that disagree ranked alike, and
+// every replica's URL; a directory has none; a missing path is
+// ErrNotFound.
+func TestNamespaceStatReplicas(t *testing.T) {
+	a, b := newFake("site-a", true), newFake("site-b", true)
+	a.put("/d/f", bytes.Repeat([]byte("a"), 3000))
+	b.put("/d/f", bytes.Repeat([]byte("b"), 1000))
+	b.put("/d/only-b", []byte("b"))
+	tf := startFed(t, cfgYAML("mode: proxy\n"+slowHealth, ep("site-a", ""), ep("site-b", "")), a, b)
+	ns := tf.Namespace()
+	ctx := t.Context()
+	urls := func(us []*url.URL) []string {
+		var out []string
+		for _, u := range us {
+			out = append(out, u.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	for range 20 {
+		for _, p := range []string{"/d/f", "/d/only-b", "/d"} {
+			in, reps, err := ns.StatReplicas(ctx, p)
+			if err != nil {
+				t.Fatalf("StatReplicas(%s) = %v", p, err)
+			}
+			st, err := ns.Stat(ctx, p)
+			if err != nil || !reflect.DeepEqual(in, st) {
+				t.Errorf("StatReplicas(%s) says %+v; Stat says %+v, %v", p, in, st, err)
+			}
+			want, err := ns.Replicas(ctx, p)
+			if in.IsDir {
+				want = nil
+			}
+			if err != nil || !slices.Equal(urls(reps), urls(want)) {
+				t.Errorf("StatReplicas(%s) replicas %q; Replicas %q, %v", p, urls(reps), urls(want), err)
+			}
+		}
+	}
+	if _, _, err := ns.StatReplicas(ctx, "/d/none"); !errors.Is(err, endpoint.ErrNotFound) {
+		t.Errorf("StatReplicas(missing) = %v, want ErrNotFound", err)
 	}
 }

@@ -35,6 +35,11 @@ var (
 	_ endpoint.DirRemover    = (*bufferedDoor)(nil)
 	_ endpoint.SpaceReporter = (*bufferedDoor)(nil)
 	_ endpoint.Locator       = (*bufferedDoor)(nil)
+
+	// Without a write buffer the door serves the federation's
+	// Namespace, whose open for read is one look-up. bufferedDoor is
+	// not one: its overlay answers Stat.
+	_ xrootd.ReplicaStater = (*federation.Namespace)(nil)
 )
 
 // newBufferedDoor wraps overlay, the buffer's view of fed.

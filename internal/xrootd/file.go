@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sync"
 
@@ -174,7 +175,14 @@ func (c *conn) open(h *header, data []byte) error {
 	}
 	ctx, cancel := c.reqCtx(tok)
 	defer cancel()
-	info, err := c.s.ns.Stat(ctx, p)
+	var info endpoint.Info
+	var reps []*url.URL
+	rs, both := c.s.ns.(ReplicaStater)
+	if both && !write {
+		info, reps, err = rs.StatReplicas(ctx, p)
+	} else {
+		info, err = c.s.ns.Stat(ctx, p)
+	}
 	if write {
 		return c.openWrite(h, p, tok, opts, err, info)
 	}
@@ -185,9 +193,10 @@ func (c *conn) open(h *header, data []byte) error {
 		c.s.countError(classRefused)
 		return c.sendError(h.sid(), codeIsDirectory, p+" is a directory")
 	}
-	reps, err := c.s.ns.Replicas(ctx, p)
-	if err != nil {
-		return c.sendFailure(h.sid(), key, codeArgInvalid, err)
+	if !both {
+		if reps, err = c.s.ns.Replicas(ctx, p); err != nil {
+			return c.sendFailure(h.sid(), key, codeArgInvalid, err)
+		}
 	}
 	c.answered(key)
 	if u, ok := redirectTarget(reps, cgi.Get("tried"), c.selfAddr()); ok {

@@ -111,6 +111,16 @@ type Namespace interface {
 	Replicas(ctx context.Context, path string) ([]*url.URL, error)
 }
 
+// ReplicaStater is implemented by namespaces that can describe a path and
+// list its replicas from one look-up (the federator's). An open for read
+// then asks it once, not Stat and then Replicas: each of those finds the
+// path's entry and ranks its replicas again.
+type ReplicaStater interface {
+	// StatReplicas is Stat of path and, for a file, Replicas of it,
+	// from one look-up. A directory has no replicas.
+	StatReplicas(ctx context.Context, path string) (endpoint.Info, []*url.URL, error)
+}
+
 // Options configure a Server. The zero value is usable.
 type Options struct {
 	// Log gets connection-level problems. Nil: slog.Default().

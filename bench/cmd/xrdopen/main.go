@@ -236,7 +236,7 @@ func newRaw(addr string, timeout time.Duration) (*raw, error) {
 		return nil, err
 	}
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if err := xrdwire.Login(c, "bench"); err != nil {
+	if _, err := xrdwire.Login(c, "bench"); err != nil {
 		c.Close()
 		return nil, err
 	}

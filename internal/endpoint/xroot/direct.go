@@ -81,18 +81,19 @@ var (
 // only has to catch a server that stops sending for about Timeout.
 const deadlineSlack = 8
 
-// dialDirect connects to addr and logs in, within d and ctx.
-func dialDirect(ctx context.Context, addr, user string, d time.Duration) (net.Conn, error) {
-	c, err := xrdwire.Dial(ctx, addr, user, d)
+// dialDirect connects to addr and logs in, within d and ctx, and says
+// whether the server is a data server (xrdwire.DialServer).
+func dialDirect(ctx context.Context, addr, user string, d time.Duration) (net.Conn, bool, error) {
+	c, dataServer, err := xrdwire.DialServer(ctx, addr, user, d)
 	switch {
 	case err == nil:
-		return c, nil
+		return c, dataServer, nil
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return nil, ctxErr(ctx)
+		return nil, false, ctxErr(ctx)
 	case errors.Is(err, xrdwire.ErrNeedsAuth):
-		return nil, errFallback
+		return nil, false, errFallback
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // openDirect sends kXR_open (read, with stat) for rp on c, a logged-in
@@ -158,7 +159,7 @@ func openDirect(c net.Conn, rp string) (fh [4]byte, size int64, isDir bool, err 
 // openDirect opens p for reading on a connection of its own. errFallback
 // means: use the go-hep session instead.
 func (e *Endpoint) openDirect(ctx context.Context, p, rp string, off, n int64) (io.ReadCloser, error) {
-	c, err := dialDirect(ctx, e.addr, e.user, e.timeout)
+	c, _, err := dialDirect(ctx, e.addr, e.user, e.timeout)
 	if err != nil {
 		if errors.Is(err, errFallback) {
 			return nil, err

@@ -88,8 +88,14 @@ type rawFake struct {
 	data     []byte
 	mode     string // "ooo", "die", "stall", "ioerror", "shrink", "redirect" (opens and stats), "wait" (the first open)
 	redirect string // host:port for "redirect"
-	release  chan struct{}
-	reads    chan struct{} // one per kXR_read answered or begun
+	// dirlist, when set, answers kXR_dirlist (list_test.go); an error
+	// hangs up.
+	dirlist func(c net.Conn, sid [2]byte) error
+	// lbal: the handshake says load balancer (kXR_LBalServer), as a
+	// redirector or a lakefed door does, not data server.
+	lbal    bool
+	release chan struct{}
+	reads   chan struct{} // one per kXR_read answered or begun
 
 	mu     sync.Mutex // guards conns and waited
 	conns  []net.Conn
@@ -151,7 +157,11 @@ func (f *rawFake) serve(c net.Conn) {
 	if _, err := io.ReadFull(c, hs); err != nil {
 		return
 	}
-	if answer(c, [2]byte{}, xrdwire.StatusOK, []byte{0, 0, 5, 0x20, 0, 0, 0, 1}) != nil {
+	hsAnswer := []byte{0, 0, 5, 0x20, 0, 0, 0, 1}
+	if f.lbal {
+		hsAnswer[7] = 0
+	}
+	if answer(c, [2]byte{}, xrdwire.StatusOK, hsAnswer) != nil {
 		return
 	}
 	type readReq struct {
@@ -245,6 +255,12 @@ func (f *rawFake) serve(c net.Conn) {
 				err = answer(c, sid, xrdwire.StatusRedirect, append(binary.BigEndian.AppendUint32(nil, uint32(p)), host...))
 			} else {
 				err = answer(c, sid, xrdwire.StatusOK, nil)
+			}
+		case xrdwire.ReqDirlist:
+			if f.dirlist == nil {
+				err = answer(c, sid, xrdwire.StatusError, append(binary.BigEndian.AppendUint32(nil, codeUnsupported), "no dirlist\x00"...))
+			} else {
+				err = f.dirlist(c, sid)
 			}
 		case xrdwire.ReqClose:
 			f.closes.Add(1) // before the answer the client waits for

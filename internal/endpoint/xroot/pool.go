@@ -75,6 +75,9 @@ type poolConn struct {
 	br     *bufio.Reader
 	sid    uint16 // stream id of the last request
 	reused bool   // it served a request before this one
+	// dataServer: the server called itself a data server in the
+	// handshake, not a load balancer (xrdwire.DialServer).
+	dataServer bool
 }
 
 // get returns an idle connection, or a new one dialled and logged in.
@@ -86,26 +89,32 @@ func (p *pool) get(ctx context.Context) (*poolConn, error) {
 		pc.reused = true
 		return pc, nil
 	}
-	c, err := dialDirect(ctx, p.addr, p.user, p.timeout)
+	c, dataServer, err := dialDirect(ctx, p.addr, p.user, p.timeout)
 	if err != nil {
 		return nil, err
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetKeepAlive(true)
 	}
-	return &poolConn{c: c, br: bufio.NewReaderSize(c, 4<<10), sid: 1}, nil
+	return &poolConn{c: c, br: bufio.NewReaderSize(c, 4<<10), sid: 1, dataServer: dataServer}, nil
 }
 
-// stat sends kXR_stat for the server path rp on pc and reads its answer,
-// within d and ctx. A server error comes back as xrdproto.ServerError and
-// leaves pc usable; any other error leaves it unusable.
-func (pc *poolConn) stat(ctx context.Context, rp string, d time.Duration) (xrdfs.EntryStat, error) {
+// next returns the stream id of the next request on pc.
+func (pc *poolConn) next() [2]byte {
 	pc.sid++
 	if pc.sid < 2 {
 		pc.sid = 2 // 0,1 was the login
 	}
 	var sid [2]byte
 	binary.BigEndian.PutUint16(sid[:], pc.sid)
+	return sid
+}
+
+// stat sends kXR_stat for the server path rp on pc and reads its answer,
+// within d and ctx. A server error comes back as xrdproto.ServerError and
+// leaves pc usable; any other error leaves it unusable.
+func (pc *poolConn) stat(ctx context.Context, rp string, d time.Duration) (xrdfs.EntryStat, error) {
+	sid := pc.next()
 	// kXR_stat: options, reserved[11], fhandle[4], dlen, path.
 	req := make([]byte, 24+len(rp))
 	copy(req[0:2], sid[:])

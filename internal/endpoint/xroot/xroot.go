@@ -22,7 +22,9 @@
 // hand (direct.go: go-hep's reads copy every byte twice), and so does
 // Checksum (cksum.go); Stat takes a connection from a pool of idle ones
 // (pool.go: xrootd answers one connection's requests one at a time, and
-// a federator's look-ups come from many clients at once). Every
+// a federator's look-ups come from many clients at once), and so does
+// StatList, a kXR_dirlist with kXR_dstat that stands for a kXR_stat of
+// each file in a directory (list.go). Every
 // call is bounded by the endpoint's Timeout, so a dead or silent server
 // gives ErrUnavailable, never a hang (conn.go explains how go-hep is kept
 // from hanging or panicking).
@@ -86,6 +88,7 @@ type Endpoint struct {
 
 	pool      *pool       // plain connections for kXR_stat (pool.go)
 	noDirect  atomic.Bool // the server made a direct read or stat fall back (direct.go, pool.go); use go-hep from now on
+	notListed atomic.Bool // the server is a load balancer: StatList refuses (list.go)
 	readChunk int64       // kXR_read length on the direct path: directChunk (tests make it small)
 }
 
@@ -101,6 +104,7 @@ var (
 	_ endpoint.Checksummer  = (*Endpoint)(nil)
 	_ endpoint.Redirecter   = (*Endpoint)(nil)
 	_ endpoint.RedirectGate = (*Endpoint)(nil)
+	_ endpoint.StatLister   = (*Endpoint)(nil)
 	_ io.Closer             = (*Endpoint)(nil)
 
 	_ endpoint.ValidatorReporter = (*Endpoint)(nil)

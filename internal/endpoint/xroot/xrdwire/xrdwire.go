@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"time"
@@ -29,12 +30,13 @@ import (
 
 // Request IDs (kXR_*) of the requests lakefed writes itself.
 const (
-	ReqQuery = 3001
-	ReqClose = 3003
-	ReqLogin = 3007
-	ReqOpen  = 3010
-	ReqRead  = 3013
-	ReqStat  = 3017
+	ReqQuery   = 3001
+	ReqClose   = 3003
+	ReqDirlist = 3004
+	ReqLogin   = 3007
+	ReqOpen    = 3010
+	ReqRead    = 3013
+	ReqStat    = 3017
 )
 
 // Response statuses.
@@ -58,6 +60,15 @@ const (
 // is near it, and a read asks for less.
 const MaxFrame = 16 << 20
 
+// ErrTooLong is ReadAnswerLimit's answer when the parts of an answer
+// add up to more than the caller's bound; the rest of the answer is not
+// read, so the connection is in the middle of it.
+var ErrTooLong = errors.New("answer longer than the bound asked for")
+
+// kXRDataServer is the server type a data server gives in its answer
+// to the handshake.
+const kXRDataServer = 1
+
 // ErrNeedsAuth is Login's answer when the server asks for authentication
 // (security information follows the session id): none is offered.
 var ErrNeedsAuth = xrdproto.ServerError{Code: xrdproto.NotAuthorized, Message: "server requires authentication"}
@@ -66,40 +77,53 @@ var ErrNeedsAuth = xrdproto.ServerError{Code: xrdproto.NotAuthorized, Message: "
 // deadline the login ran under stays on the connection, for the caller
 // to move. A ctx that ends during the login ends it too (ctx.Err()).
 func Dial(ctx context.Context, addr, user string, d time.Duration) (net.Conn, error) {
+	c, _, err := DialServer(ctx, addr, user, d)
+	return c, err
+}
+
+// DialServer is Dial, and also says whether the server's answer to the
+// handshake called it a data server (kXR_DataServer) rather than a load
+// balancer (kXR_LBalServer: a redirector, or a lakefed door), whose
+// answers may come from any of the servers behind it.
+func DialServer(ctx context.Context, addr, user string, d time.Duration) (c net.Conn, dataServer bool, err error) {
 	dl := net.Dialer{Timeout: d}
-	c, err := dl.DialContext(ctx, "tcp", addr)
+	c, err = dl.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	_ = c.SetDeadline(time.Now().Add(d))
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	err = Login(c, user)
+	dataServer, err = Login(c, user)
 	if !stop() {
 		c.Close()
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 	if err != nil {
 		c.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return c, nil
+	return c, dataServer, nil
 }
 
 // Login does the initial handshake and kXR_login (stream id 0,1) on a
-// fresh connection c, under whatever deadline c has. It reads exactly
-// its own answers from c, so a buffered reader made afterwards misses
-// nothing.
-func Login(c io.ReadWriter, user string) error {
-	// Handshake: five 32-bit words, 0 0 0 4 2012.
+// fresh connection c, under whatever deadline c has, and says whether
+// the server is a data server (DialServer). It reads exactly its own
+// answers from c, so a buffered reader made afterwards misses nothing.
+func Login(c io.ReadWriter, user string) (dataServer bool, err error) {
+	// Handshake: five 32-bit words, 0 0 0 4 2012. The answer is the
+	// protocol version and the server type (XProtocol.hh: kXR_DataServer
+	// 1, kXR_LBalServer 0).
 	hs := make([]byte, 20)
 	binary.BigEndian.PutUint32(hs[12:], 4)
 	binary.BigEndian.PutUint32(hs[16:], 2012)
 	if _, err := c.Write(hs); err != nil {
-		return err
+		return false, err
 	}
-	if _, _, _, err := ReadFrame(c); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+	_, _, hsBody, err := ReadFrame(c)
+	if err != nil {
+		return false, fmt.Errorf("handshake: %w", err)
 	}
+	dataServer = len(hsBody) >= 8 && binary.BigEndian.Uint32(hsBody[4:]) == kXRDataServer
 
 	// kXR_login: pid, 8-byte user name, ability2, ability, capver, role.
 	req := make([]byte, 24)
@@ -109,19 +133,19 @@ func Login(c io.ReadWriter, user string) error {
 	copy(req[8:16], user)
 	req[18] = 5 // capver: protocol version 5, no async capability claimed
 	if _, err := c.Write(req); err != nil {
-		return err
+		return false, err
 	}
 	st, body, err := ReadAnswer(c, [2]byte{0, 1})
 	if err != nil {
-		return fmt.Errorf("login: %w", err)
+		return false, fmt.Errorf("login: %w", err)
 	}
 	if st != StatusOK {
-		return fmt.Errorf("login: unexpected status %d", st)
+		return false, fmt.Errorf("login: unexpected status %d", st)
 	}
 	if len(body) > 16 {
-		return ErrNeedsAuth
+		return false, ErrNeedsAuth
 	}
-	return nil
+	return dataServer, nil
 }
 
 // ReadAnswer reads frames until the final answer for stream sid: it
@@ -130,10 +154,31 @@ func Login(c io.ReadWriter, user string) error {
 // xrdproto.ServerError. It returns kXR_ok, kXR_wait or kXR_redirect with
 // the body.
 func ReadAnswer(r io.Reader, sid [2]byte) (int, []byte, error) {
+	return ReadAnswerLimit(r, sid, math.MaxInt)
+}
+
+// ReadAnswerLimit is ReadAnswer for answers whose kXR_oksofar parts a
+// server could make as long as it likes (kXR_dirlist): when the body
+// would grow past max bytes it stops, before reading the frame that
+// would, with ErrTooLong.
+func ReadAnswerLimit(r io.Reader, sid [2]byte, max int) (int, []byte, error) {
 	var acc []byte
 	for {
-		fsid, st, body, err := ReadFrame(r)
-		if err != nil {
+		var h [8]byte
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return 0, nil, err
+		}
+		fsid, st := [2]byte{h[0], h[1]}, int(binary.BigEndian.Uint16(h[2:]))
+		n := int64(binary.BigEndian.Uint32(h[4:]))
+		if n > MaxFrame {
+			return 0, nil, fmt.Errorf("response of %d bytes", n)
+		}
+		// A kXR_attn wraps its response in 16 bytes more.
+		if room := max - len(acc); room < MaxFrame && n > int64(room)+16 {
+			return 0, nil, ErrTooLong
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
 			return 0, nil, err
 		}
 		if st == StatusAttn {
@@ -152,6 +197,9 @@ func ReadAnswer(r io.Reader, sid [2]byte) (int, []byte, error) {
 		}
 		if fsid != sid {
 			continue
+		}
+		if (st == StatusOKSoFar || st == StatusOK) && len(body) > max-len(acc) {
+			return 0, nil, ErrTooLong
 		}
 		switch st {
 		case StatusOKSoFar:
