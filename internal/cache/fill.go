@@ -41,11 +41,38 @@ type slot struct {
 	// once, by collect.
 	waiters int
 	buf     *blockBuf
+	// wake is the run's: a claim wakes a run paused for its reader.
+	wake chan struct{}
+}
+
+// claimLocked adds a claim on s, and wakes its run should it wait for
+// one.
+func (s *slot) claimLocked() {
+	s.waiters++
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 // maxClaims bounds the blocks a reader claims beyond the one it waits
 // for: a fill faster than its reader keeps that many blocks for it in
 // memory, rather than have the reader read them back from disk.
+//
+// A run is paced to the reader that started it: while that reader
+// reads, the run fetches a block only when a reader has claimed it or a
+// block after it (pace), so it never gets further ahead than the
+// reader's claims reach, and every block the reader will read comes to
+// it in the fill's buffer. Without the pace, a run started maxRun
+// blocks ahead (the next one, under way while the reader reads this
+// one) ran at the origin's speed, wrote its blocks, and the reader read
+// them back from disk: 40 % of a cold miss's CPU. So a reader holds at
+// most maxClaims blocks, plus the one it sends. Another reader's claim
+// or wait moves a paused run on, so a slow reader holds back no other;
+// once the reader is done (or gone), its runs go on unpaced to their
+// end, as a prefetch. A paused run holds its origin read open without
+// reading it: the idle watch (idleReader) runs only while a Read waits,
+// so a pause is not taken for a stalled origin.
 const maxClaims = 8
 
 // blockBuf is a block's bytes shared by the readers a fill handed it to;
@@ -75,7 +102,10 @@ func (c *Cache) release(bb *blockBuf) {
 // into claims (those not claimed already), for the reader to collect.
 // It returns errBypass when the block cannot be filled now, errChanged
 // when the epoch is gone.
-func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64, claims map[int64]*slot) (bb *blockBuf, err error) {
+//
+// The runs it starts are paced to the reader's claims until done is
+// closed (the reader is done); nil: not paced.
+func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64, claims map[int64]*slot, done <-chan struct{}) (bb *blockBuf, err error) {
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()
 		if f.epoch != epoch || f.gone {
@@ -97,13 +127,13 @@ func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64
 			f.mu.Unlock()
 			return nil, fmt.Errorf("%w: block %d of %s: %w", errFillFailed, i, f.path, err)
 		}
-		c.startRunsLocked(f, i, min(ahead, f.hdr.blocks()-1))
+		c.startRunsLocked(f, i, min(ahead, f.hdr.blocks()-1), done)
 		s := f.filling[i]
 		if s == nil {
 			f.mu.Unlock()
 			return nil, errBypass
 		}
-		s.waiters++
+		s.claimLocked()
 		claimLocked(f, i, ahead, claims)
 		f.mu.Unlock()
 		if bb, err = c.collect(ctx, f, s); err != nil || bb != nil {
@@ -117,7 +147,7 @@ func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64
 func claimLocked(f *file, i, ahead int64, claims map[int64]*slot) {
 	for j := i + 1; j <= min(ahead, i+maxClaims); j++ {
 		if s := f.filling[j]; s != nil && claims[j] == nil {
-			s.waiters++
+			s.claimLocked()
 			claims[j] = s
 		}
 	}
@@ -163,8 +193,9 @@ func (c *Cache) unclaim(f *file, s *slot) {
 // startRunsLocked starts fills for the blocks from i to ahead that are
 // missing and not being fetched, within maxRun of i (a run that starts
 // there reaches maxRun further, up to ahead): the reader has the next
-// run under way while it reads this one.
-func (c *Cache) startRunsLocked(f *file, i, ahead int64) {
+// run under way while it reads this one. The runs are paced to the
+// reader's claims until done is closed (see maxClaims).
+func (c *Cache) startRunsLocked(f *file, i, ahead int64, done <-chan struct{}) {
 	window := min(ahead, i+maxRun)
 	for b := i; b <= window; b++ {
 		if f.have[b] || f.filling[b] != nil {
@@ -186,12 +217,14 @@ func (c *Cache) startRunsLocked(f *file, i, ahead int64) {
 			c.log.Warn("cache: cannot open a data file to fill it", "path", f.path, "err", err)
 			return
 		}
+		wake := make(chan struct{}, 1)
 		slots := make([]*slot, last-b+1)
 		for k := range slots {
-			slots[k] = &slot{done: make(chan struct{})}
+			slots[k] = &slot{done: make(chan struct{}), wake: wake}
 			f.filling[b+int64(k)] = slots[k]
 		}
-		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, slots: slots, d: d, direct: dd, reader: i}
+		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, slots: slots, d: d, direct: dd, reader: i,
+			readerDone: done, wake: wake}
 		c.wg.Go(func() { c.fill(r) })
 		b = last
 	}
@@ -207,6 +240,40 @@ type run struct {
 	d           *os.File
 	direct      *os.File // d opened for direct I/O; nil: none
 	reader      int64    // the block the reader that started it waits for
+	// readerDone is closed when the reader that started the run is
+	// done; until then the run is paced to claims (pace). The fill sets
+	// it to nil once it is closed.
+	readerDone <-chan struct{}
+	wake       chan struct{} // a claim on one of its slots
+}
+
+// pace returns once block next is to be fetched: a reader claimed it or
+// a block after it, or the reader that started the run is done. It
+// returns an error only when the cache closes.
+func (c *Cache) pace(r *run, next int64) error {
+	for r.readerDone != nil {
+		r.f.mu.Lock()
+		wanted := false
+		for _, s := range r.slots[next-r.first:] {
+			wanted = wanted || s.waiters > 0
+		}
+		r.f.mu.Unlock()
+		if wanted {
+			return nil
+		}
+		c.m.fillsPaused.Inc()
+		select {
+		case <-r.wake:
+		case <-r.readerDone:
+			r.readerDone = nil
+		case <-c.ctx.Done():
+		}
+		c.m.fillsPaused.Dec()
+		if err := c.ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %w", errFillFailed, err)
+		}
+	}
+	return nil
 }
 
 // openData opens a data file for a fill: d, and direct, the same file
@@ -307,6 +374,11 @@ func (c *Cache) fill(r *run) {
 				sleep(c.ctx, time.Duration(tries)*100*time.Millisecond)
 				continue
 			}
+		}
+		// Paused between reads of the origin, never within one: the
+		// idle watch does not run.
+		if err = c.pace(r, next); err != nil {
+			return
 		}
 		b := (*bp)[:hdr.blockLen(next)]
 		if _, rerr := io.ReadFull(rc, b); rerr != nil {
