@@ -224,7 +224,7 @@ func (c *Cache) startRunsLocked(f *file, i, ahead int64, done <-chan struct{}) {
 			f.filling[b+int64(k)] = slots[k]
 		}
 		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, slots: slots, d: d, direct: dd, reader: i,
-			readerDone: done, wake: wake}
+			readerDone: done, wake: wake, slotHeld: true}
 		c.wg.Go(func() { c.fill(r) })
 		b = last
 	}
@@ -245,11 +245,17 @@ type run struct {
 	// it to nil once it is closed.
 	readerDone <-chan struct{}
 	wake       chan struct{} // a claim on one of its slots
+	slotHeld   bool          // it holds one of c.fills (not while paused)
 }
 
 // pace returns once block next is to be fetched: a reader claimed it or
 // a block after it, or the reader that started the run is done. It
-// returns an error only when the cache closes.
+// returns an error only when the cache closes. While it waits, the run
+// gives its fill slot back: MaxFills bounds the origin reads filling
+// the disk at once, and a paused one fills nothing, so slow readers'
+// runs do not take the slots of other readers' fills (they would
+// bypass the cache). It waits for a slot again before it goes on: the
+// runs that hold them are fetching, and give them back soon.
 func (c *Cache) pace(r *run, next int64) error {
 	for r.readerDone != nil {
 		r.f.mu.Lock()
@@ -262,6 +268,8 @@ func (c *Cache) pace(r *run, next int64) error {
 			return nil
 		}
 		c.m.fillsPaused.Inc()
+		<-c.fills
+		r.slotHeld = false
 		select {
 		case <-r.wake:
 		case <-r.readerDone:
@@ -269,6 +277,11 @@ func (c *Cache) pace(r *run, next int64) error {
 		case <-c.ctx.Done():
 		}
 		c.m.fillsPaused.Dec()
+		select {
+		case c.fills <- struct{}{}:
+			r.slotHeld = true
+		case <-c.ctx.Done():
+		}
 		if err := c.ctx.Err(); err != nil {
 			return fmt.Errorf("%w: %w", errFillFailed, err)
 		}
@@ -315,7 +328,9 @@ func (c *Cache) fill(r *run) {
 		if r.direct != nil {
 			r.direct.Close()
 		}
-		<-c.fills
+		if r.slotHeld {
+			<-c.fills
+		}
 		f.mu.Lock()
 		if f.epoch == r.epoch {
 			f.fillErr = err

@@ -306,3 +306,34 @@ func (w *gatedWriter) Write(p []byte) (int, error) {
 	<-w.open
 	return w.body.Write(p)
 }
+
+// A fill paused for its slow reader gives its fill slot back: with
+// every slot held by the paused runs of a slow reader, another file's
+// cold read is still filled, not streamed from the origin uncached.
+func TestPausedFillsLeaveSlots(t *testing.T) {
+	o := startOrigin(t)
+	slow, other := random(2*64*block, 76), random(4*block, 77)
+	o.write(t, "slow", slow)
+	o.write(t, "other", other)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1, MaxFills: 2}, o.ep)
+	w := &gatedWriter{hdr: http.Header{}, open: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/slow", nil))
+	}()
+	testenv.Eventually(t, 10*time.Second, "both runs of the slow read paused", func() bool {
+		return metric(t, n.URL+"/metrics", "lakefed_cache_fills_paused") == 2
+	})
+	if _, b := get(t, n.URL+"/other"); !bytes.Equal(b, other) {
+		t.Fatalf("GET /other = %d bytes, not the file", len(b))
+	}
+	if by := metric(t, n.URL+"/metrics", "lakefed_cache_bypass_bytes_total"); by != 0 {
+		t.Errorf("GET /other streamed %d bytes uncached, want 0: the paused fills held every slot", by)
+	}
+	close(w.open)
+	<-done
+	if w.code != http.StatusOK || !bytes.Equal(w.body.Bytes(), slow) {
+		t.Fatalf("slow GET = %d, %d bytes; want 200 and the file", w.code, w.body.Len())
+	}
+}
