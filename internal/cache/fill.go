@@ -316,14 +316,33 @@ func (r *run) write(b []byte, i int64) error {
 	return err
 }
 
-// fill reads the run's blocks from the origin, writes each to the data
-// file, records it, and wakes its waiters. Every block it does not fill
-// is released with the reason in f.fillErr.
+// fill reads the run's blocks from the origin and checks them (CRC-32C,
+// adler32), and its writer (recordRun, a goroutine of the run) writes each
+// to the data file, records it, and wakes its waiters: the disk write of
+// a block overlaps the origin read of the next, where a cold miss used
+// to wait on the one and then the other. One block waits between them,
+// so a run holds three buffers at most. Every block not recorded is
+// released with the reason in f.fillErr.
 func (c *Cache) fill(r *run) {
 	f, hdr := r.f, r.hdr
 	next := r.first
 	var err error
+	blocks := make(chan fetched, 1)
+	recorded := make(chan recordResult, 1)
+	c.wg.Go(func() { recorded <- c.recordRun(r, blocks) })
+	var res recordResult
+	var stopped bool // res came
 	defer func() {
+		close(blocks)
+		if !stopped {
+			res = <-recorded
+		}
+		for blk := range blocks {
+			c.bufs.Put(blk.bp) // left when the writer stopped
+		}
+		if err == nil {
+			err = res.err
+		}
 		r.d.Close()
 		if r.direct != nil {
 			r.direct.Close()
@@ -335,7 +354,7 @@ func (c *Cache) fill(r *run) {
 		if f.epoch == r.epoch {
 			f.fillErr = err
 		}
-		for b := next; b <= r.last; b++ {
+		for b := res.next; b <= r.last; b++ {
 			s := r.slots[b-r.first]
 			if f.filling[b] == s {
 				delete(f.filling, b)
@@ -351,8 +370,7 @@ func (c *Cache) fill(r *run) {
 			c.wg.Go(func() { c.verify(f, r.epoch) })
 		}
 	}()
-	// bp is the buffer of the next block; one handed to readers is
-	// theirs, and the fill takes another.
+	// bp is the buffer of the next block; the writer has the ones sent.
 	bp := c.bufs.Get().(*[]byte)
 	defer func() { c.bufs.Put(bp) }()
 	var rc io.ReadCloser
@@ -407,73 +425,121 @@ func (c *Cache) fill(r *run) {
 			continue
 		}
 		tries = 0
-		crc := crc32.Checksum(b, castagnoli)
+		blk := fetched{i: next, bp: bp, b: b, crc: crc32.Checksum(b, castagnoli), proven: proven, peer: peer}
 		ah := httpx.NewAdler32()
 		ah.Write(b)
-		adler := ah.Sum32() // combined into the file's at completion: no re-read to verify it
-		if werr := r.write(b, next); werr != nil {
-			c.m.diskErrors.Inc()
-			c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
-			err = fmt.Errorf("%w: %w", errBypass, werr)
-			c.wantPurge()
+		blk.adler = ah.Sum32() // combined into the file's at completion: no re-read to verify it
+		select {
+		case blocks <- blk:
+		case res = <-recorded:
+			stopped = true
 			return
 		}
-		if peer {
-			c.m.peerFillBytes.Add(float64(len(b)))
-		} else {
-			c.m.originBytes.Add(float64(len(b)))
-		}
-		f.mu.Lock()
-		if !proven && f.epoch == r.epoch && f.present > 0 {
-			// Blocks of another read are on disk, and nothing says this
-			// one is of the same bytes (weak validators, a restarted
-			// server): prove it before any of its blocks joins them.
-			f.mu.Unlock()
-			if _, perr := c.prove(c.ctx, f, r.epoch, next); perr != nil {
-				if !errors.Is(perr, errChanged) {
-					perr = fmt.Errorf("%w: %w", errFillFailed, perr)
-				}
-				err = perr
-				return
-			}
-			f.mu.Lock()
-		}
-		// Proven, or the first blocks of the epoch: the others are
-		// proven against these.
+		// The writer proves the first block of an unproven read before
+		// it records it, and stops if it cannot: the blocks after it
+		// join it.
 		proven = true
-		s := r.slots[next-r.first]
-		handed := false
-		if f.epoch == r.epoch && !f.gone && !f.have[next] {
-			if aerr := f.appendLocked(uint32(next), crc); aerr == nil {
-				if s.waiters > 0 {
-					// Recorded, proven and of the epoch they wait on:
-					// the waiters serve these bytes as they are.
-					s.buf = &blockBuf{bp: bp, b: b}
-					s.buf.refs.Store(int32(s.waiters))
-					handed = true
-				}
-				f.have[next], f.crcs[next] = true, crc
-				f.adlers[next], f.adlerOK[next] = adler, true
-				f.present++
-				f.bytes += int64(len(b))
-				// Under f.mu, so that a drop racing this block takes it
-				// off the totals after it was put on them.
-				c.account(int64(len(b)), 0)
-				if next != r.reader && next > r.reader {
-					f.prefetched[next] = true
-				}
-			}
+		bp = c.bufs.Get().(*[]byte)
+		next++
+	}
+}
+
+// fetched is a block a run read from the origin, checked, for its writer.
+type fetched struct {
+	i          int64
+	bp         *[]byte
+	b          []byte
+	crc, adler uint32
+	// proven: the read that brought it is proven of the version on
+	// disk (fill); peer: it came from a group member.
+	proven, peer bool
+}
+
+// recordResult is how far a run's writer recorded (the first block it
+// did not) and why it stopped, nil when it ran out of blocks.
+type recordResult struct {
+	next int64
+	err  error
+}
+
+// recordRun writes and records the blocks of r as they come, in order,
+// until blocks is closed or one cannot be (the disk refused it, or its
+// read could not be proven of the version on disk).
+func (c *Cache) recordRun(r *run, blocks <-chan fetched) recordResult {
+	next := r.first
+	for blk := range blocks {
+		handed, err := c.recordBlock(r, blk)
+		if !handed {
+			c.bufs.Put(blk.bp)
 		}
-		if f.filling[next] == s {
-			delete(f.filling, next)
-		}
-		f.mu.Unlock()
-		close(s.done)
-		if handed {
-			bp = c.bufs.Get().(*[]byte)
+		if err != nil {
+			return recordResult{next, err}
 		}
 		next++
 	}
+	return recordResult{next, nil}
+}
+
+// recordBlock writes block blk.i to the data file and records it in the
+// epoch, proven first when its read could not say it is of the version
+// on disk, and wakes its waiters; handed says they took its buffer.
+func (c *Cache) recordBlock(r *run, blk fetched) (handed bool, err error) {
+	f, b, next := r.f, blk.b, blk.i
+	if werr := r.write(b, next); werr != nil {
+		c.m.diskErrors.Inc()
+		c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
+		c.wantPurge()
+		return false, fmt.Errorf("%w: %w", errBypass, werr)
+	}
+	if blk.peer {
+		c.m.peerFillBytes.Add(float64(len(b)))
+	} else {
+		c.m.originBytes.Add(float64(len(b)))
+	}
+	f.mu.Lock()
+	if !blk.proven && f.epoch == r.epoch && f.present > 0 {
+		// Blocks of another read are on disk, and nothing says this
+		// one is of the same bytes (weak validators, a restarted
+		// server): prove it before any of its blocks joins them.
+		f.mu.Unlock()
+		if _, perr := c.prove(c.ctx, f, r.epoch, next); perr != nil {
+			if !errors.Is(perr, errChanged) {
+				perr = fmt.Errorf("%w: %w", errFillFailed, perr)
+			}
+			return false, perr
+		}
+		f.mu.Lock()
+	}
+	// Proven, or the first blocks of the epoch: the others are proven
+	// against these.
+	s := r.slots[next-r.first]
+	if f.epoch == r.epoch && !f.gone && !f.have[next] {
+		if aerr := f.appendLocked(uint32(next), blk.crc); aerr == nil {
+			if s.waiters > 0 {
+				// Recorded, proven and of the epoch they wait on: the
+				// waiters serve these bytes as they are.
+				s.buf = &blockBuf{bp: blk.bp, b: b}
+				s.buf.refs.Store(int32(s.waiters))
+				handed = true
+			}
+			f.have[next], f.crcs[next] = true, blk.crc
+			f.adlers[next], f.adlerOK[next] = blk.adler, true
+			f.present++
+			f.bytes += int64(len(b))
+			// Under f.mu, so that a drop racing this block takes it off
+			// the totals after it was put on them.
+			c.account(int64(len(b)), 0)
+			if next != r.reader && next > r.reader {
+				f.prefetched[next] = true
+			}
+		}
+	}
+	if f.filling[next] == s {
+		delete(f.filling, next)
+	}
+	f.mu.Unlock()
+	close(s.done)
+	return handed, nil
 }
 
 // openRun opens n bytes of p at off for a run: from the member that held

@@ -247,8 +247,9 @@ func TestSlowColdReadPacesFill(t *testing.T) {
 		n.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/f", nil))
 	}()
 	// The reader's first write waits: it holds block 0 and claims 8.
-	testenv.Eventually(t, 10*time.Second, "both runs paused for the reader", func() bool {
-		return metric(t, n.URL+"/metrics", "lakefed_cache_fills_paused") == 2
+	testenv.Eventually(t, 10*time.Second, "both runs paused for the reader, the blocks read recorded", func() bool {
+		return metric(t, n.URL+"/metrics", "lakefed_cache_fills_paused") == 2 &&
+			metric(t, n.URL+"/metrics", "lakefed_cache_origin_bytes_total") >= 9*block
 	})
 	if got, want := metric(t, n.URL+"/metrics", "lakefed_cache_origin_bytes_total"), int64(9*block); got != want {
 		t.Errorf("with the reader at block 0, the fill fetched %d bytes, want %d (the block sent and 8 claimed)", got, want)
