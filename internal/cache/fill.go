@@ -316,13 +316,14 @@ func (r *run) write(b []byte, i int64) error {
 	return err
 }
 
-// fill reads the run's blocks from the origin and checks them (CRC-32C,
-// adler32), and its writer (recordRun, a goroutine of the run) writes each
-// to the data file, records it, and wakes its waiters: the disk write of
-// a block overlaps the origin read of the next, where a cold miss used
-// to wait on the one and then the other. One block waits between them,
-// so a run holds three buffers at most. Every block not recorded is
-// released with the reason in f.fillErr.
+// fill reads the run's blocks from the origin and takes each one's
+// CRC-32C, and its writer (recordRun, a goroutine of the run) takes its
+// adler32, writes it to the data file, records it, and wakes its
+// waiters: the disk write of a block overlaps the origin read of the
+// next, where a cold miss used to wait on the one and then the other
+// (the two checksums split so that the two sides take about as long).
+// One block waits between them, so a run holds three buffers at most.
+// Every block not recorded is released with the reason in f.fillErr.
 func (c *Cache) fill(r *run) {
 	f, hdr := r.f, r.hdr
 	next := r.first
@@ -426,9 +427,6 @@ func (c *Cache) fill(r *run) {
 		}
 		tries = 0
 		blk := fetched{i: next, bp: bp, b: b, crc: crc32.Checksum(b, castagnoli), proven: proven, peer: peer}
-		ah := httpx.NewAdler32()
-		ah.Write(b)
-		blk.adler = ah.Sum32() // combined into the file's at completion: no re-read to verify it
 		select {
 		case blocks <- blk:
 		case res = <-recorded:
@@ -446,10 +444,10 @@ func (c *Cache) fill(r *run) {
 
 // fetched is a block a run read from the origin, checked, for its writer.
 type fetched struct {
-	i          int64
-	bp         *[]byte
-	b          []byte
-	crc, adler uint32
+	i   int64
+	bp  *[]byte
+	b   []byte
+	crc uint32
 	// proven: the read that brought it is proven of the version on
 	// disk (fill); peer: it came from a group member.
 	proven, peer bool
@@ -485,6 +483,9 @@ func (c *Cache) recordRun(r *run, blocks <-chan fetched) recordResult {
 // on disk, and wakes its waiters; handed says they took its buffer.
 func (c *Cache) recordBlock(r *run, blk fetched) (handed bool, err error) {
 	f, b, next := r.f, blk.b, blk.i
+	ah := httpx.NewAdler32()
+	ah.Write(b)
+	adler := ah.Sum32() // combined into the file's at completion: no re-read to verify it
 	if werr := r.write(b, next); werr != nil {
 		c.m.diskErrors.Inc()
 		c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
@@ -523,7 +524,7 @@ func (c *Cache) recordBlock(r *run, blk fetched) (handed bool, err error) {
 				handed = true
 			}
 			f.have[next], f.crcs[next] = true, blk.crc
-			f.adlers[next], f.adlerOK[next] = blk.adler, true
+			f.adlers[next], f.adlerOK[next] = adler, true
 			f.present++
 			f.bytes += int64(len(b))
 			// Under f.mu, so that a drop racing this block takes it off
