@@ -338,3 +338,30 @@ func TestPausedFillsLeaveSlots(t *testing.T) {
 		t.Fatalf("slow GET = %d, %d bytes; want 200 and the file", w.code, w.body.Len())
 	}
 }
+
+// A fill paused for its slow reader does not hold back another reader
+// of the same file: that reader's claims move the fill on, and it reads
+// the whole file while the slow one still takes nothing.
+func TestPausedFillServesOtherReader(t *testing.T) {
+	o := startOrigin(t)
+	data := random(2*64*block+3, 78)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1}, o.ep)
+	w := &gatedWriter{hdr: http.Header{}, open: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/f", nil))
+	}()
+	testenv.Eventually(t, 10*time.Second, "both runs of the slow read paused", func() bool {
+		return metric(t, n.URL+"/metrics", "lakefed_cache_fills_paused") == 2
+	})
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+		t.Fatalf("second reader's GET = %d bytes, not the file", len(b))
+	}
+	close(w.open)
+	<-done
+	if w.code != http.StatusOK || !bytes.Equal(w.body.Bytes(), data) {
+		t.Fatalf("slow GET = %d, %d bytes; want 200 and the file", w.code, w.body.Len())
+	}
+}
