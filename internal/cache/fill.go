@@ -72,7 +72,11 @@ func (s *slot) claimLocked() {
 // once the reader is done (or gone), its runs go on unpaced to their
 // end, as a prefetch. A paused run holds its origin read open without
 // reading it: the idle watch (idleReader) runs only while a Read waits,
-// so a pause is not taken for a stalled origin.
+// so a pause is not taken for a stalled origin (a pause inside the
+// watch would be cancelled as a stall, reopened, paused and cancelled
+// again until the fill gave up, breaking the reader's transfer). It
+// holds no fill slot while paused (pace). Within a run, the origin read
+// of a block overlaps the disk write of the one before (fill).
 const maxClaims = 8
 
 // blockBuf is a block's bytes shared by the readers a fill handed it to;
