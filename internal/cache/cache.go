@@ -73,9 +73,10 @@ type Config struct {
 	// RevalidateAfter is how long the origin's description of a file is
 	// trusted before it is asked again. Default 5m.
 	RevalidateAfter time.Duration
-	// MaxFills bounds the origin reads filling the disk at once; a reader
-	// that would need one more streams from the origin uncached (back
-	// pressure). Default 32.
+	// MaxFills bounds the origin reads filling the disk at once (a fill
+	// paused for a slow reader counts as none); a reader that would need
+	// one more streams from the origin uncached (back pressure). Default
+	// 32.
 	MaxFills int
 	// Group lists the base URLs of every node of the cache group, this
 	// one included (Self). Empty: no group.

@@ -26,8 +26,8 @@ func alignedBuf(n int64) []byte {
 // was most of a cold miss's CPU (on 2 shared cores, the cold miss ran
 // at a fifth of the origin's rate). The readers a block was fetched for
 // are handed the fill's buffer, so they do not read it back (from the
-// device, since direct writes leave nothing in the page cache), as far
-// as they keep up with the fill (maxClaims); warm reads fill the page
+// device, since direct writes leave nothing in the page cache): the
+// fill is paced to their claims (maxClaims); warm reads fill the page
 // cache as they go.
 func directWrites(dir string, block int64) bool {
 	if oDirect == 0 || block%dioAlign != 0 {

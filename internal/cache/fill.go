@@ -41,11 +41,42 @@ type slot struct {
 	// once, by collect.
 	waiters int
 	buf     *blockBuf
+	// wake is the run's: a claim wakes a run paused for its reader.
+	wake chan struct{}
+}
+
+// claimLocked adds a claim on s, and wakes its run should it wait for
+// one.
+func (s *slot) claimLocked() {
+	s.waiters++
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 // maxClaims bounds the blocks a reader claims beyond the one it waits
 // for: a fill faster than its reader keeps that many blocks for it in
 // memory, rather than have the reader read them back from disk.
+//
+// A run is paced to the reader that started it: while that reader
+// reads, the run fetches a block only when a reader has claimed it or a
+// block after it (pace), so it never gets further ahead than the
+// reader's claims reach, and every block the reader will read comes to
+// it in the fill's buffer. Without the pace, a run started maxRun
+// blocks ahead (the next one, under way while the reader reads this
+// one) ran at the origin's speed, wrote its blocks, and the reader read
+// them back from disk: 40 % of a cold miss's CPU. So a reader holds at
+// most maxClaims blocks, plus the one it sends. Another reader's claim
+// or wait moves a paused run on, so a slow reader holds back no other;
+// once the reader is done (or gone), its runs go on unpaced to their
+// end, as a prefetch. A paused run holds its origin read open without
+// reading it: the idle watch (idleReader) runs only while a Read waits,
+// so a pause is not taken for a stalled origin (a pause inside the
+// watch would be cancelled as a stall, reopened, paused and cancelled
+// again until the fill gave up, breaking the reader's transfer). It
+// holds no fill slot while paused (pace). Within a run, the origin read
+// of a block overlaps the disk write of the one before (fill).
 const maxClaims = 8
 
 // blockBuf is a block's bytes shared by the readers a fill handed it to;
@@ -75,7 +106,10 @@ func (c *Cache) release(bb *blockBuf) {
 // into claims (those not claimed already), for the reader to collect.
 // It returns errBypass when the block cannot be filled now, errChanged
 // when the epoch is gone.
-func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64, claims map[int64]*slot) (bb *blockBuf, err error) {
+//
+// The runs it starts are paced to the reader's claims until done is
+// closed (the reader is done); nil: not paced.
+func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64, claims map[int64]*slot, done <-chan struct{}) (bb *blockBuf, err error) {
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()
 		if f.epoch != epoch || f.gone {
@@ -97,13 +131,13 @@ func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64
 			f.mu.Unlock()
 			return nil, fmt.Errorf("%w: block %d of %s: %w", errFillFailed, i, f.path, err)
 		}
-		c.startRunsLocked(f, i, min(ahead, f.hdr.blocks()-1))
+		c.startRunsLocked(f, i, min(ahead, f.hdr.blocks()-1), done)
 		s := f.filling[i]
 		if s == nil {
 			f.mu.Unlock()
 			return nil, errBypass
 		}
-		s.waiters++
+		s.claimLocked()
 		claimLocked(f, i, ahead, claims)
 		f.mu.Unlock()
 		if bb, err = c.collect(ctx, f, s); err != nil || bb != nil {
@@ -117,7 +151,7 @@ func (c *Cache) await(ctx context.Context, f *file, epoch uint64, i, ahead int64
 func claimLocked(f *file, i, ahead int64, claims map[int64]*slot) {
 	for j := i + 1; j <= min(ahead, i+maxClaims); j++ {
 		if s := f.filling[j]; s != nil && claims[j] == nil {
-			s.waiters++
+			s.claimLocked()
 			claims[j] = s
 		}
 	}
@@ -163,8 +197,9 @@ func (c *Cache) unclaim(f *file, s *slot) {
 // startRunsLocked starts fills for the blocks from i to ahead that are
 // missing and not being fetched, within maxRun of i (a run that starts
 // there reaches maxRun further, up to ahead): the reader has the next
-// run under way while it reads this one.
-func (c *Cache) startRunsLocked(f *file, i, ahead int64) {
+// run under way while it reads this one. The runs are paced to the
+// reader's claims until done is closed (see maxClaims).
+func (c *Cache) startRunsLocked(f *file, i, ahead int64, done <-chan struct{}) {
 	window := min(ahead, i+maxRun)
 	for b := i; b <= window; b++ {
 		if f.have[b] || f.filling[b] != nil {
@@ -186,12 +221,14 @@ func (c *Cache) startRunsLocked(f *file, i, ahead int64) {
 			c.log.Warn("cache: cannot open a data file to fill it", "path", f.path, "err", err)
 			return
 		}
+		wake := make(chan struct{}, 1)
 		slots := make([]*slot, last-b+1)
 		for k := range slots {
-			slots[k] = &slot{done: make(chan struct{})}
+			slots[k] = &slot{done: make(chan struct{}), wake: wake}
 			f.filling[b+int64(k)] = slots[k]
 		}
-		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, slots: slots, d: d, direct: dd, reader: i}
+		r := &run{f: f, epoch: f.epoch, hdr: f.hdr, first: b, last: last, slots: slots, d: d, direct: dd, reader: i,
+			readerDone: done, wake: wake, slotHeld: true}
 		c.wg.Go(func() { c.fill(r) })
 		b = last
 	}
@@ -207,6 +244,53 @@ type run struct {
 	d           *os.File
 	direct      *os.File // d opened for direct I/O; nil: none
 	reader      int64    // the block the reader that started it waits for
+	// readerDone is closed when the reader that started the run is
+	// done; until then the run is paced to claims (pace). The fill sets
+	// it to nil once it is closed.
+	readerDone <-chan struct{}
+	wake       chan struct{} // a claim on one of its slots
+	slotHeld   bool          // it holds one of c.fills (not while paused)
+}
+
+// pace returns once block next is to be fetched: a reader claimed it or
+// a block after it, or the reader that started the run is done. It
+// returns an error only when the cache closes. While it waits, the run
+// gives its fill slot back: MaxFills bounds the origin reads filling
+// the disk at once, and a paused one fills nothing, so slow readers'
+// runs do not take the slots of other readers' fills (they would
+// bypass the cache). It waits for a slot again before it goes on: the
+// runs that hold them are fetching, and give them back soon.
+func (c *Cache) pace(r *run, next int64) error {
+	for r.readerDone != nil {
+		r.f.mu.Lock()
+		wanted := false
+		for _, s := range r.slots[next-r.first:] {
+			wanted = wanted || s.waiters > 0
+		}
+		r.f.mu.Unlock()
+		if wanted {
+			return nil
+		}
+		c.m.fillsPaused.Inc()
+		<-c.fills
+		r.slotHeld = false
+		select {
+		case <-r.wake:
+		case <-r.readerDone:
+			r.readerDone = nil
+		case <-c.ctx.Done():
+		}
+		c.m.fillsPaused.Dec()
+		select {
+		case c.fills <- struct{}{}:
+			r.slotHeld = true
+		case <-c.ctx.Done():
+		}
+		if err := c.ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %w", errFillFailed, err)
+		}
+	}
+	return nil
 }
 
 // openData opens a data file for a fill: d, and direct, the same file
@@ -236,24 +320,46 @@ func (r *run) write(b []byte, i int64) error {
 	return err
 }
 
-// fill reads the run's blocks from the origin, writes each to the data
-// file, records it, and wakes its waiters. Every block it does not fill
-// is released with the reason in f.fillErr.
+// fill reads the run's blocks from the origin and takes each one's
+// CRC-32C, and its writer (recordRun, a goroutine of the run) takes its
+// adler32, writes it to the data file, records it, and wakes its
+// waiters: the disk write of a block overlaps the origin read of the
+// next, where a cold miss used to wait on the one and then the other
+// (the two checksums split so that the two sides take about as long).
+// One block waits between them, so a run holds three buffers at most.
+// Every block not recorded is released with the reason in f.fillErr.
 func (c *Cache) fill(r *run) {
 	f, hdr := r.f, r.hdr
 	next := r.first
 	var err error
+	blocks := make(chan fetched, 1)
+	recorded := make(chan recordResult, 1)
+	c.wg.Go(func() { recorded <- c.recordRun(r, blocks) })
+	var res recordResult
+	var stopped bool // res came
 	defer func() {
+		close(blocks)
+		if !stopped {
+			res = <-recorded
+		}
+		for blk := range blocks {
+			c.bufs.Put(blk.bp) // left when the writer stopped
+		}
+		if err == nil {
+			err = res.err
+		}
 		r.d.Close()
 		if r.direct != nil {
 			r.direct.Close()
 		}
-		<-c.fills
+		if r.slotHeld {
+			<-c.fills
+		}
 		f.mu.Lock()
 		if f.epoch == r.epoch {
 			f.fillErr = err
 		}
-		for b := next; b <= r.last; b++ {
+		for b := res.next; b <= r.last; b++ {
 			s := r.slots[b-r.first]
 			if f.filling[b] == s {
 				delete(f.filling, b)
@@ -269,8 +375,7 @@ func (c *Cache) fill(r *run) {
 			c.wg.Go(func() { c.verify(f, r.epoch) })
 		}
 	}()
-	// bp is the buffer of the next block; one handed to readers is
-	// theirs, and the fill takes another.
+	// bp is the buffer of the next block; the writer has the ones sent.
 	bp := c.bufs.Get().(*[]byte)
 	defer func() { c.bufs.Put(bp) }()
 	var rc io.ReadCloser
@@ -308,6 +413,11 @@ func (c *Cache) fill(r *run) {
 				continue
 			}
 		}
+		// Paused between reads of the origin, never within one: the
+		// idle watch does not run.
+		if err = c.pace(r, next); err != nil {
+			return
+		}
 		b := (*bp)[:hdr.blockLen(next)]
 		if _, rerr := io.ReadFull(rc, b); rerr != nil {
 			rc.Close()
@@ -320,73 +430,121 @@ func (c *Cache) fill(r *run) {
 			continue
 		}
 		tries = 0
-		crc := crc32.Checksum(b, castagnoli)
-		ah := httpx.NewAdler32()
-		ah.Write(b)
-		adler := ah.Sum32() // combined into the file's at completion: no re-read to verify it
-		if werr := r.write(b, next); werr != nil {
-			c.m.diskErrors.Inc()
-			c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
-			err = fmt.Errorf("%w: %w", errBypass, werr)
-			c.wantPurge()
+		blk := fetched{i: next, bp: bp, b: b, crc: crc32.Checksum(b, castagnoli), proven: proven, peer: peer}
+		select {
+		case blocks <- blk:
+		case res = <-recorded:
+			stopped = true
 			return
 		}
-		if peer {
-			c.m.peerFillBytes.Add(float64(len(b)))
-		} else {
-			c.m.originBytes.Add(float64(len(b)))
-		}
-		f.mu.Lock()
-		if !proven && f.epoch == r.epoch && f.present > 0 {
-			// Blocks of another read are on disk, and nothing says this
-			// one is of the same bytes (weak validators, a restarted
-			// server): prove it before any of its blocks joins them.
-			f.mu.Unlock()
-			if _, perr := c.prove(c.ctx, f, r.epoch, next); perr != nil {
-				if !errors.Is(perr, errChanged) {
-					perr = fmt.Errorf("%w: %w", errFillFailed, perr)
-				}
-				err = perr
-				return
-			}
-			f.mu.Lock()
-		}
-		// Proven, or the first blocks of the epoch: the others are
-		// proven against these.
+		// The writer proves the first block of an unproven read before
+		// it records it, and stops if it cannot: the blocks after it
+		// join it.
 		proven = true
-		s := r.slots[next-r.first]
-		handed := false
-		if f.epoch == r.epoch && !f.gone && !f.have[next] {
-			if aerr := f.appendLocked(uint32(next), crc); aerr == nil {
-				if s.waiters > 0 {
-					// Recorded, proven and of the epoch they wait on:
-					// the waiters serve these bytes as they are.
-					s.buf = &blockBuf{bp: bp, b: b}
-					s.buf.refs.Store(int32(s.waiters))
-					handed = true
-				}
-				f.have[next], f.crcs[next] = true, crc
-				f.adlers[next], f.adlerOK[next] = adler, true
-				f.present++
-				f.bytes += int64(len(b))
-				// Under f.mu, so that a drop racing this block takes it
-				// off the totals after it was put on them.
-				c.account(int64(len(b)), 0)
-				if next != r.reader && next > r.reader {
-					f.prefetched[next] = true
-				}
-			}
+		bp = c.bufs.Get().(*[]byte)
+		next++
+	}
+}
+
+// fetched is a block a run read from the origin, checked, for its writer.
+type fetched struct {
+	i   int64
+	bp  *[]byte
+	b   []byte
+	crc uint32
+	// proven: the read that brought it is proven of the version on
+	// disk (fill); peer: it came from a group member.
+	proven, peer bool
+}
+
+// recordResult is how far a run's writer recorded (the first block it
+// did not) and why it stopped, nil when it ran out of blocks.
+type recordResult struct {
+	next int64
+	err  error
+}
+
+// recordRun writes and records the blocks of r as they come, in order,
+// until blocks is closed or one cannot be (the disk refused it, or its
+// read could not be proven of the version on disk).
+func (c *Cache) recordRun(r *run, blocks <-chan fetched) recordResult {
+	next := r.first
+	for blk := range blocks {
+		handed, err := c.recordBlock(r, blk)
+		if !handed {
+			c.bufs.Put(blk.bp)
 		}
-		if f.filling[next] == s {
-			delete(f.filling, next)
-		}
-		f.mu.Unlock()
-		close(s.done)
-		if handed {
-			bp = c.bufs.Get().(*[]byte)
+		if err != nil {
+			return recordResult{next, err}
 		}
 		next++
 	}
+	return recordResult{next, nil}
+}
+
+// recordBlock writes block blk.i to the data file and records it in the
+// epoch, proven first when its read could not say it is of the version
+// on disk, and wakes its waiters; handed says they took its buffer.
+func (c *Cache) recordBlock(r *run, blk fetched) (handed bool, err error) {
+	f, b, next := r.f, blk.b, blk.i
+	ah := httpx.NewAdler32()
+	ah.Write(b)
+	adler := ah.Sum32() // combined into the file's at completion: no re-read to verify it
+	if werr := r.write(b, next); werr != nil {
+		c.m.diskErrors.Inc()
+		c.log.Warn("cache: cannot write a block; readers go to the origin", "path", f.path, "err", werr)
+		c.wantPurge()
+		return false, fmt.Errorf("%w: %w", errBypass, werr)
+	}
+	if blk.peer {
+		c.m.peerFillBytes.Add(float64(len(b)))
+	} else {
+		c.m.originBytes.Add(float64(len(b)))
+	}
+	f.mu.Lock()
+	if !blk.proven && f.epoch == r.epoch && f.present > 0 {
+		// Blocks of another read are on disk, and nothing says this
+		// one is of the same bytes (weak validators, a restarted
+		// server): prove it before any of its blocks joins them.
+		f.mu.Unlock()
+		if _, perr := c.prove(c.ctx, f, r.epoch, next); perr != nil {
+			if !errors.Is(perr, errChanged) {
+				perr = fmt.Errorf("%w: %w", errFillFailed, perr)
+			}
+			return false, perr
+		}
+		f.mu.Lock()
+	}
+	// Proven, or the first blocks of the epoch: the others are proven
+	// against these.
+	s := r.slots[next-r.first]
+	if f.epoch == r.epoch && !f.gone && !f.have[next] {
+		if aerr := f.appendLocked(uint32(next), blk.crc); aerr == nil {
+			if s.waiters > 0 {
+				// Recorded, proven and of the epoch they wait on: the
+				// waiters serve these bytes as they are.
+				s.buf = &blockBuf{bp: blk.bp, b: b}
+				s.buf.refs.Store(int32(s.waiters))
+				handed = true
+			}
+			f.have[next], f.crcs[next] = true, blk.crc
+			f.adlers[next], f.adlerOK[next] = adler, true
+			f.present++
+			f.bytes += int64(len(b))
+			// Under f.mu, so that a drop racing this block takes it off
+			// the totals after it was put on them.
+			c.account(int64(len(b)), 0)
+			if next != r.reader && next > r.reader {
+				f.prefetched[next] = true
+			}
+		}
+	}
+	if f.filling[next] == s {
+		delete(f.filling, next)
+	}
+	f.mu.Unlock()
+	close(s.done)
+	return handed, nil
 }
 
 // openRun opens n bytes of p at off for a run: from the member that held

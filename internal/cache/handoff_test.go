@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,5 +222,146 @@ func TestSlowReaderHandedOver(t *testing.T) {
 	}
 	if d := metric(t, n.URL+"/metrics", "lakefed_cache_disk_read_bytes_total"); d != 0 {
 		t.Errorf("a reader behind its fill read %d bytes back from disk, want 0", d)
+	}
+}
+
+// A cold read by a reader slower than its origin, of a file of more
+// than two runs (at most 64 blocks each): the fill gets no further ahead
+// of the reader than its claims reach, so the reader holds at most the
+// block it sends and 8 claimed (maxClaims), and every block is handed
+// over, none read back from disk. The fill pauses for the reader longer
+// than the origin's idle timeout, which a pause is not counted against:
+// the origin is opened once per run, never again.
+func TestSlowColdReadPacesFill(t *testing.T) {
+	o := startOrigin(t)
+	const blocks = 2*64 + 10
+	data := random(blocks*block, 75)
+	o.write(t, "f", data)
+	ep := &countedOpens{Endpoint: o.ep}
+	const idle = 100 * time.Millisecond
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1, OriginIdleTimeout: idle}, ep)
+	w := &gatedWriter{hdr: http.Header{}, open: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/f", nil))
+	}()
+	// The reader's first write waits: it holds block 0 and claims 8.
+	testenv.Eventually(t, 10*time.Second, "both runs paused for the reader, the blocks read recorded", func() bool {
+		return metric(t, n.URL+"/metrics", "lakefed_cache_fills_paused") == 2 &&
+			metric(t, n.URL+"/metrics", "lakefed_cache_origin_bytes_total") >= 9*block
+	})
+	if got, want := metric(t, n.URL+"/metrics", "lakefed_cache_origin_bytes_total"), int64(9*block); got != want {
+		t.Errorf("with the reader at block 0, the fill fetched %d bytes, want %d (the block sent and 8 claimed)", got, want)
+	}
+	// What is waited for here is time itself: the pause outlasts the
+	// idle timeout.
+	<-time.After(4 * idle)
+	close(w.open)
+	<-done
+	if w.code != http.StatusOK || !bytes.Equal(w.body.Bytes(), data) {
+		t.Fatalf("GET = %d, %d bytes; want 200 and the file", w.code, w.body.Len())
+	}
+	if d := metric(t, n.URL+"/metrics", "lakefed_cache_disk_read_bytes_total"); d != 0 {
+		t.Errorf("a cold read read %d bytes back from disk, want 0: the fill hands every block over", d)
+	}
+	if h := metric(t, n.URL+"/metrics", "lakefed_cache_handed_bytes_total"); h != int64(len(data)) {
+		t.Errorf("handed bytes = %d, want the file's %d", h, len(data))
+	}
+	if got := ep.opens.Load(); got != 3 {
+		t.Errorf("the origin was opened %d times, want 3 (one per run): a paused fill's read was cut as idle", got)
+	}
+}
+
+// countedOpens counts the origin's opens.
+type countedOpens struct {
+	endpoint.Endpoint
+	opens atomic.Int64
+}
+
+func (c *countedOpens) Open(ctx context.Context, path string, off, n int64) (io.ReadCloser, error) {
+	c.opens.Add(1)
+	return c.Endpoint.Open(ctx, path, off, n)
+}
+
+// gatedWriter is a client that takes no byte of the body until the test
+// closes open. It is written by the handler's goroutine only; read it
+// once the handler returned.
+type gatedWriter struct {
+	hdr  http.Header
+	code int
+	body bytes.Buffer
+	open chan struct{}
+}
+
+func (w *gatedWriter) Header() http.Header { return w.hdr }
+
+func (w *gatedWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *gatedWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	<-w.open
+	return w.body.Write(p)
+}
+
+// A fill paused for its slow reader gives its fill slot back: with
+// every slot held by the paused runs of a slow reader, another file's
+// cold read is still filled, not streamed from the origin uncached.
+func TestPausedFillsLeaveSlots(t *testing.T) {
+	o := startOrigin(t)
+	slow, other := random(2*64*block, 76), random(4*block, 77)
+	o.write(t, "slow", slow)
+	o.write(t, "other", other)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1, MaxFills: 2}, o.ep)
+	w := &gatedWriter{hdr: http.Header{}, open: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/slow", nil))
+	}()
+	testenv.Eventually(t, 10*time.Second, "both runs of the slow read paused", func() bool {
+		return metric(t, n.URL+"/metrics", "lakefed_cache_fills_paused") == 2
+	})
+	if _, b := get(t, n.URL+"/other"); !bytes.Equal(b, other) {
+		t.Fatalf("GET /other = %d bytes, not the file", len(b))
+	}
+	if by := metric(t, n.URL+"/metrics", "lakefed_cache_bypass_bytes_total"); by != 0 {
+		t.Errorf("GET /other streamed %d bytes uncached, want 0: the paused fills held every slot", by)
+	}
+	close(w.open)
+	<-done
+	if w.code != http.StatusOK || !bytes.Equal(w.body.Bytes(), slow) {
+		t.Fatalf("slow GET = %d, %d bytes; want 200 and the file", w.code, w.body.Len())
+	}
+}
+
+// A fill paused for its slow reader does not hold back another reader
+// of the same file: that reader's claims move the fill on, and it reads
+// the whole file while the slow one still takes nothing.
+func TestPausedFillServesOtherReader(t *testing.T) {
+	o := startOrigin(t)
+	data := random(2*64*block+3, 78)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1}, o.ep)
+	w := &gatedWriter{hdr: http.Header{}, open: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/f", nil))
+	}()
+	testenv.Eventually(t, 10*time.Second, "both runs of the slow read paused", func() bool {
+		return metric(t, n.URL+"/metrics", "lakefed_cache_fills_paused") == 2
+	})
+	if _, b := get(t, n.URL+"/f"); !bytes.Equal(b, data) {
+		t.Fatalf("second reader's GET = %d bytes, not the file", len(b))
+	}
+	close(w.open)
+	<-done
+	if w.code != http.StatusOK || !bytes.Equal(w.body.Bytes(), data) {
+		t.Fatalf("slow GET = %d, %d bytes; want 200 and the file", w.code, w.body.Len())
 	}
 }

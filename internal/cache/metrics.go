@@ -39,6 +39,7 @@ type metrics struct {
 	zeroCopyFallbacks prometheus.Counter
 	readAheadBytes    prometheus.Counter
 	waits             prometheus.Counter
+	fillsPaused       prometheus.Gauge
 	bytes, inodes     prometheus.Gauge
 	files             prometheus.Gauge
 }
@@ -80,13 +81,14 @@ func newMetrics() *metrics {
 		zeroCopyFallbacks: c("zero_copy_fallbacks_total", "Blocks on disk that could not be pinned in the page cache (RLIMIT_MEMLOCK, a file that cannot be mapped) and were copied and checked instead."),
 		readAheadBytes:    c("read_ahead_bytes_total", "Bytes of blocks on disk read and checked ahead of a stream, while the block before them was being sent (also in disk_read_bytes_total)."),
 		waits:             c("fill_waits_total", "Times a reader waited for a fill to fetch the block it needed."),
+		fillsPaused:       g("fills_paused", "Fills waiting for their reader to claim the next block (the reader is slower than the origin); their origin reads stay open."),
 		bytes:             g("bytes", "Bytes of blocks on disk."),
 		inodes:            g("inodes", "Files on disk (two per cached file)."),
 		files:             g("files", "Files cached."),
 	}
 	m.reg.MustRegister(m.hitBytes, m.missBytes, m.originBytes, m.bypassBytes, m.peerBytes, m.peerFillBytes, m.peerResumes, m.prefetchUsed,
 		m.prefetchWasted, m.evictions, m.revalidations, m.changed, m.staleServes, m.corruptBlocks,
-		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.probes, m.diskErrors, m.diskReadBytes, m.handedBytes, m.zeroCopyBytes, m.zeroCopyFallbacks, m.readAheadBytes, m.waits, m.bytes, m.inodes, m.files)
+		m.sumMismatches, m.verified, m.unverified, m.fillsRefused, m.probes, m.diskErrors, m.diskReadBytes, m.handedBytes, m.zeroCopyBytes, m.zeroCopyFallbacks, m.readAheadBytes, m.waits, m.fillsPaused, m.bytes, m.inodes, m.files)
 	return m
 }
 

@@ -437,6 +437,9 @@ type rangeReader struct {
 	// collects them (or closes).
 	held   map[int64]*blockBuf
 	claims map[int64]*slot
+	// done is closed when the reader closes: the runs it started stop
+	// being paced to its claims (fill.go, maxClaims).
+	done chan struct{}
 	// origin is the uncached stream of a bypassed range, and its offset;
 	// streamed says the answer used one already.
 	origin    io.ReadCloser
@@ -445,6 +448,9 @@ type rangeReader struct {
 }
 
 func (rd *rangeReader) close() {
+	if rd.done != nil {
+		close(rd.done)
+	}
 	rd.stopReadAhead()
 	if rd.bp != nil {
 		rd.c.bufs.Put(rd.bp)
@@ -494,7 +500,7 @@ func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
 		return true, nil
 	}
 	if rd.claims == nil {
-		rd.held, rd.claims = map[int64]*blockBuf{}, map[int64]*slot{}
+		rd.held, rd.claims, rd.done = map[int64]*blockBuf{}, map[int64]*slot{}, make(chan struct{})
 	}
 	if s := rd.claims[i]; s != nil {
 		delete(rd.claims, i)
@@ -522,7 +528,7 @@ func (rd *rangeReader) await(i, last int64) (waited bool, err error) {
 	if have {
 		return false, nil
 	}
-	bb, err := rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last), rd.claims)
+	bb, err := rd.c.await(rd.ctx, f, rd.epoch, i, rd.ahead(last), rd.claims, rd.done)
 	if bb != nil {
 		rd.held[i] = bb
 	}

@@ -70,8 +70,9 @@ type Cache struct {
 	// OriginIdleTimeout is how long a fill waits for the origin's next
 	// bytes before it reopens the read (a stalled server). Default 5s.
 	OriginIdleTimeout Duration `yaml:"origin_idle_timeout"`
-	// MaxFills bounds the origin reads filling the disk at once; past
-	// it readers stream from the origin uncached. Default 32.
+	// MaxFills bounds the origin reads filling the disk at once (a fill
+	// paused for a slow reader counts as none); past it readers stream
+	// from the origin uncached. Default 32.
 	MaxFills int `yaml:"max_fills"`
 	// Sendfile sends whole blocks on disk to plain-HTTP clients with
 	// sendfile(2), each pinned in the page cache (mlock) and checked in

@@ -27,6 +27,12 @@ func TestAdler32(t *testing.T) {
 			if got := h.(interface{ Sum32() uint32 }).Sum32(); got != want {
 				t.Errorf("adler32 of %d bytes (first %#x) = %08x, want %08x", n, p[:min(n, 1)], got, want)
 			}
+			// Both ways, whichever this core takes.
+			for _, vector := range []bool{false, adlerAVX2} {
+				if got := adler32Add(1, p, vector); got != want {
+					t.Errorf("adler32Add of %d bytes (first %#x), vector %v = %08x, want %08x", n, p[:min(n, 1)], vector, got, want)
+				}
+			}
 			// The same bytes in uneven pieces.
 			h.Reset()
 			for q := p; len(q) > 0; {
@@ -48,6 +54,16 @@ func BenchmarkAdler32(b *testing.B) {
 	b.SetBytes(int64(len(p)))
 	for b.Loop() {
 		adler32Update(1, p)
+	}
+}
+
+// BenchmarkAdler32Lanes is the adler32 without adler32Chunk, as it was
+// before it.
+func BenchmarkAdler32Lanes(b *testing.B) {
+	p := bytes.Repeat([]byte("lakefed!"), 1<<17)
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		adler32Add(1, p, false)
 	}
 }
 
