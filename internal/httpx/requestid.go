@@ -54,6 +54,10 @@ func RequestIDs(h http.Handler) http.Handler {
 // one. It allocates nothing, for the storage role's fast path.
 func AppendRequestID(b, sent []byte) []byte { return appendRequestID(b, sent) }
 
+// NewRequestID returns a new request ID, for a request that comes
+// without one (the root:// door's).
+func NewRequestID() string { return string(appendRequestID(make([]byte, 0, 16), "")) }
+
 // appendRequestID is the one place an ID is chosen.
 func appendRequestID[T string | []byte](b []byte, sent T) []byte {
 	if ValidRequestID(sent) {

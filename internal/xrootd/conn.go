@@ -567,6 +567,10 @@ func (c *conn) answered(key string) {
 // bearer token tok (see withBearer).
 func (c *conn) reqCtx(tok string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.opts.RequestTimeout)
+	// An ID, as an HTTP request gets one (httpx.TagRequest): the log
+	// lines the request causes carry it, and the HTTP endpoints it asks
+	// are sent it (X-Request-Id) and log it too.
+	ctx = httpx.WithRequestID(ctx, httpx.NewRequestID())
 	return c.withBearer(ctx, tok), cancel
 }
 

@@ -23,7 +23,9 @@ import (
 
 	"github.com/lakefed/lakefed/internal/endpoint"
 	"github.com/lakefed/lakefed/internal/endpoint/xroot/xrdwire"
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/testenv"
+	"go-hep.org/x/hep/xrootd/xrdproto"
 )
 
 // fakeNS is an in-memory Namespace: files by path (directories are
@@ -698,5 +700,41 @@ func TestPipelinedRequests(t *testing.T) {
 	}
 	if n := ns.opens.Load(); n != 2*files {
 		t.Errorf("namespace opens = %d for %d files read sequentially, want %d", n, files, 2*files)
+	}
+}
+
+// idNS records the request ID each Stat's context carries.
+type idNS struct {
+	*fakeNS
+	mu  sync.Mutex
+	ids []string
+}
+
+func (n *idNS) Stat(ctx context.Context, p string) (endpoint.Info, error) {
+	n.mu.Lock()
+	n.ids = append(n.ids, httpx.RequestID(ctx))
+	n.mu.Unlock()
+	return n.fakeNS.Stat(ctx, p)
+}
+
+// TestRequestsCarryAnID: each request the door asks its namespace about
+// carries a request ID of its own, as an HTTP request does, so that the
+// log lines it causes, and the HTTP endpoints it reaches (X-Request-Id),
+// can be told apart and followed.
+func TestRequestsCarryAnID(t *testing.T) {
+	ns := &idNS{fakeNS: newFakeNS()}
+	ns.set("/f", []byte("x"))
+	_, addr := startDoor(t, ns, Options{})
+	r := dialRaw(t, addr)
+	for range 2 {
+		sid := r.request(xrdwire.ReqStat, nil, []byte("/f"))
+		if st, body := r.answer(sid); st != int(xrdproto.Ok) {
+			t.Fatalf("kXR_stat = %d %q", st, body)
+		}
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if len(ns.ids) != 2 || !httpx.ValidRequestID(ns.ids[0]) || !httpx.ValidRequestID(ns.ids[1]) || ns.ids[0] == ns.ids[1] {
+		t.Errorf("request IDs seen by the namespace = %q, want two different valid ones", ns.ids)
 	}
 }
