@@ -89,6 +89,13 @@ type Config struct {
 	// bytes before it reopens the read (a stalled server). Default 5s,
 	// as the federator's proxy_idle_timeout.
 	OriginIdleTimeout time.Duration
+	// MaxFillPause bounds how long a fill waits for a reader that has
+	// stopped reading (a client that keeps its connection but takes no
+	// bytes) before it fills the rest of its run without waiting, to
+	// disk, and lets the origin go: an origin need not keep a
+	// connection nobody reads (nginx drops one after 60 s). Default 1
+	// minute.
+	MaxFillPause time.Duration
 	// Sendfile sends whole blocks on disk to plain-HTTP clients with
 	// sendfile(2), pinned in the page cache and checked in place
 	// (zerocopy.go). False: they are copied through a buffer.
@@ -134,6 +141,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.OriginIdleTimeout == 0 {
 		c.OriginIdleTimeout = 5 * time.Second
+	}
+	if c.MaxFillPause == 0 {
+		c.MaxFillPause = time.Minute
 	}
 }
 

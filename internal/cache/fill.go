@@ -69,8 +69,8 @@ func (s *slot) claimLocked() {
 // them back from disk: 40 % of a cold miss's CPU. So a reader holds at
 // most maxClaims blocks, plus the one it sends. Another reader's claim
 // or wait moves a paused run on, so a slow reader holds back no other;
-// once the reader is done (or gone), its runs go on unpaced to their
-// end, as a prefetch. A paused run holds its origin read open without
+// once the reader is done (or gone), or has taken nothing for
+// MaxFillPause, its runs go on unpaced to their end, as a prefetch. A paused run holds its origin read open without
 // reading it: the idle watch (idleReader) runs only while a Read waits,
 // so a pause is not taken for a stalled origin (a pause inside the
 // watch would be cancelled as a stall, reopened, paused and cancelled
@@ -253,7 +253,8 @@ type run struct {
 }
 
 // pace returns once block next is to be fetched: a reader claimed it or
-// a block after it, or the reader that started the run is done. It
+// a block after it, or the reader that started the run is done or has
+// waited MaxFillPause without reading. It
 // returns an error only when the cache closes. While it waits, the run
 // gives its fill slot back: MaxFills bounds the origin reads filling
 // the disk at once, and a paused one fills nothing, so slow readers'
@@ -274,12 +275,20 @@ func (c *Cache) pace(r *run, next int64) error {
 		c.m.fillsPaused.Inc()
 		<-c.fills
 		r.slotHeld = false
+		t := time.NewTimer(c.cfg.MaxFillPause)
 		select {
 		case <-r.wake:
 		case <-r.readerDone:
 			r.readerDone = nil
+		case <-t.C:
+			// The reader stopped reading: fill the run to its end, to
+			// disk, as before it was paced, rather than hold the
+			// origin's connection for as long as the client holds its
+			// own.
+			r.readerDone = nil
 		case <-c.ctx.Done():
 		}
+		t.Stop()
 		c.m.fillsPaused.Dec()
 		select {
 		case c.fills <- struct{}{}:

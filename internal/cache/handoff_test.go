@@ -273,6 +273,35 @@ func TestSlowColdReadPacesFill(t *testing.T) {
 	}
 }
 
+// TestStalledReaderFillGoesOn: a reader that stops taking bytes (its
+// client holds the connection and reads nothing) holds its runs paused
+// only for MaxFillPause; then they fill to their end, to disk, and let
+// the origin go, and the reader, when it reads again, gets the file.
+func TestStalledReaderFillGoesOn(t *testing.T) {
+	o := startOrigin(t)
+	const blocks = 2*64 + 10
+	data := random(blocks*block, 76)
+	o.write(t, "f", data)
+	n := startCache(t, cache.Config{BlockSize: block, RAM: -1, PrefetchBlocks: -1, MaxFillPause: 200 * time.Millisecond}, o.ep)
+	w := &gatedWriter{hdr: http.Header{}, open: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/f", nil))
+	}()
+	// The two runs the reader started (blocks 0 to 127) fill to their
+	// end while it still takes nothing.
+	testenv.Eventually(t, 10*time.Second, "the stalled reader's runs filled to their end", func() bool {
+		return metric(t, n.URL+"/metrics", "lakefed_cache_origin_bytes_total") == 2*64*block &&
+			metric(t, n.URL+"/metrics", "lakefed_cache_fills_paused") == 0
+	})
+	close(w.open)
+	<-done
+	if w.code != http.StatusOK || !bytes.Equal(w.body.Bytes(), data) {
+		t.Fatalf("GET = %d, %d bytes; want 200 and the file", w.code, w.body.Len())
+	}
+}
+
 // countedOpens counts the origin's opens.
 type countedOpens struct {
 	endpoint.Endpoint
