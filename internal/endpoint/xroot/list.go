@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -209,42 +208,12 @@ func parseDirStat(body []byte) ([]dirEntry, error) {
 // bytes (xrdwire.ErrTooLong). errFallback and errTryGoHEP say the
 // answer cannot be had on the direct path.
 func (e *Endpoint) dirlistPooled(ctx context.Context, rp string, max int) ([]byte, error) {
-	for retried := false; ; retried = true {
-		pc, err := e.pool.get(ctx)
-		if err != nil {
-			if errors.Is(err, errFallback) || isOurs(err) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: connect %s: %w", endpoint.ErrUnavailable, e.addr, err)
-		}
+	return onPooled(ctx, e, func(pc *poolConn) ([]byte, error) {
 		if !pc.dataServer {
-			e.pool.idle.Put(pc)
 			return nil, errLoadBalancer
 		}
-		body, err := pc.dirlist(ctx, rp, e.timeout, max)
-		switch {
-		case err == nil, serverCode(err) != 0, errors.Is(err, errFallback), errors.Is(err, errTryGoHEP):
-			// A whole answer was read: the connection is ready for the next.
-			e.pool.idle.Put(pc)
-			return body, err
-		}
-		pc.c.Close()
-		if errors.Is(err, xrdwire.ErrTooLong) {
-			return nil, err
-		}
-		if pc.reused && !retried && ctx.Err() == nil && endpoint.ClosedByPeer(err) {
-			// Closed while idle, as in statPooled.
-			e.pool.idle.Drain()
-			continue
-		}
-		if isOurs(err) {
-			return nil, err
-		}
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF // the server hung up mid-answer: never its end
-		}
-		return nil, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err)
-	}
+		return pc.dirlist(ctx, rp, e.timeout, max)
+	})
 }
 
 // dirlist sends kXR_dirlist with kXR_dstat for rp on pc and reads the
@@ -259,24 +228,5 @@ func (pc *poolConn) dirlist(ctx context.Context, rp string, d time.Duration, max
 	req[19] = dirlistDStat
 	binary.BigEndian.PutUint32(req[20:], uint32(len(rp)))
 	copy(req[24:], rp)
-	_ = pc.c.SetDeadline(time.Now().Add(d))
-	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(time.Unix(1, 0)) })
-	var st int
-	var body []byte
-	_, err := pc.c.Write(req)
-	if err == nil {
-		st, body, err = xrdwire.ReadAnswerLimit(pc.br, sid, max)
-	}
-	if !stop() {
-		return nil, ctxErr(ctx)
-	}
-	switch {
-	case err != nil:
-		return nil, err
-	case st == xrdwire.StatusRedirect:
-		return nil, errFallback
-	case st != xrdwire.StatusOK:
-		return nil, errTryGoHEP
-	}
-	return body, nil
+	return pc.exchange(ctx, req, sid, d, max)
 }

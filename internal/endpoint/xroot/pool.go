@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -121,26 +123,39 @@ func (pc *poolConn) stat(ctx context.Context, rp string, d time.Duration) (xrdfs
 	binary.BigEndian.PutUint16(req[2:], xrdwire.ReqStat)
 	binary.BigEndian.PutUint32(req[20:], uint32(len(rp)))
 	copy(req[24:], rp)
+	body, err := pc.exchange(ctx, req, sid, d, math.MaxInt)
+	if err != nil {
+		return xrdfs.EntryStat{}, err
+	}
+	return parseStat(body)
+}
+
+// exchange sends req, of stream id sid, on pc and reads its whole answer,
+// at most max bytes (xrdwire.ErrTooLong), within d and ctx. A redirect
+// gives errFallback, a wait errTryGoHEP. A server error comes back as
+// xrdproto.ServerError and leaves pc usable; any other error leaves it
+// unusable.
+func (pc *poolConn) exchange(ctx context.Context, req []byte, sid [2]byte, d time.Duration, max int) ([]byte, error) {
 	_ = pc.c.SetDeadline(time.Now().Add(d))
 	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(time.Unix(1, 0)) })
 	var st int
 	var body []byte
 	_, err := pc.c.Write(req)
 	if err == nil {
-		st, body, err = xrdwire.ReadAnswer(pc.br, sid)
+		st, body, err = xrdwire.ReadAnswerLimit(pc.br, sid, max)
 	}
 	if !stop() {
-		return xrdfs.EntryStat{}, ctxErr(ctx)
+		return nil, ctxErr(ctx)
 	}
 	switch {
 	case err != nil:
-		return xrdfs.EntryStat{}, err
+		return nil, err
 	case st == xrdwire.StatusRedirect:
-		return xrdfs.EntryStat{}, errFallback
+		return nil, errFallback
 	case st != xrdwire.StatusOK:
-		return xrdfs.EntryStat{}, errTryGoHEP
+		return nil, errTryGoHEP
 	}
-	return parseStat(body)
+	return body, nil
 }
 
 // parseStat reads a stat answer: "id size flags mtime", NUL-terminated
@@ -172,31 +187,46 @@ func parseStat(body []byte) (xrdfs.EntryStat, error) {
 // statPooled stats the server path rp on a pooled connection.
 // errFallback and errTryGoHEP say the go-hep session must answer.
 func (e *Endpoint) statPooled(ctx context.Context, rp string) (xrdfs.EntryStat, error) {
+	return onPooled(ctx, e, func(pc *poolConn) (xrdfs.EntryStat, error) { return pc.stat(ctx, rp, e.timeout) })
+}
+
+// onPooled runs ask on a pooled connection of e, which goes back to the
+// pool when ask read a whole answer (or sent nothing: errLoadBalancer)
+// and is closed otherwise. A connection the server closed while it was
+// idle (a restart closes them all) costs one retry on a new one. An
+// answer cut short or garbled wraps ErrUnavailable; one over ask's bound
+// is xrdwire.ErrTooLong.
+func onPooled[T any](ctx context.Context, e *Endpoint, ask func(*poolConn) (T, error)) (T, error) {
+	var zero T
 	for retried := false; ; retried = true {
 		pc, err := e.pool.get(ctx)
 		if err != nil {
 			if errors.Is(err, errFallback) || isOurs(err) {
-				return xrdfs.EntryStat{}, err
+				return zero, err
 			}
-			return xrdfs.EntryStat{}, fmt.Errorf("%w: connect %s: %w", endpoint.ErrUnavailable, e.addr, err)
+			return zero, fmt.Errorf("%w: connect %s: %w", endpoint.ErrUnavailable, e.addr, err)
 		}
-		st, err := pc.stat(ctx, rp, e.timeout)
+		v, err := ask(pc)
 		switch {
-		case err == nil, serverCode(err) != 0, errors.Is(err, errFallback), errors.Is(err, errTryGoHEP):
+		case err == nil, serverCode(err) != 0, errors.Is(err, errFallback), errors.Is(err, errTryGoHEP), errors.Is(err, errLoadBalancer):
 			// A whole answer was read: the connection is ready for the next.
 			e.pool.idle.Put(pc)
-			return st, err
+			return v, err
 		}
 		pc.c.Close()
-		if pc.reused && !retried && ctx.Err() == nil && endpoint.ClosedByPeer(err) {
+		switch {
+		case errors.Is(err, xrdwire.ErrTooLong):
+			return zero, err
+		case pc.reused && !retried && ctx.Err() == nil && endpoint.ClosedByPeer(err):
 			// Closed while idle: the server may have restarted, and
 			// closed every idle connection with it.
 			e.pool.idle.Drain()
 			continue
+		case isOurs(err):
+			return zero, err
+		case errors.Is(err, io.EOF):
+			err = io.ErrUnexpectedEOF // the server hung up mid-answer: never its end
 		}
-		if isOurs(err) {
-			return xrdfs.EntryStat{}, err
-		}
-		return xrdfs.EntryStat{}, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err)
+		return zero, fmt.Errorf("%w: %w", endpoint.ErrUnavailable, err)
 	}
 }
