@@ -253,41 +253,13 @@ type freezer struct {
 }
 
 func newFreezer(t *testing.T, target string) *freezer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fz := &freezer{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	var conns sync.Map
-	t.Cleanup(func() {
-		ln.Close()
-		fz.thaw()
-		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			conns.Store(c, true)
-			conns.Store(s, true)
-			wg.Go(func() { fz.pipe(s, c) })
-			wg.Go(func() { fz.pipe(c, s) })
-		}
-	})
+	fz := &freezer{}
+	fz.addr = testenv.Relay(t, target, fz.pipe, fz.pipe)
+	t.Cleanup(fz.thaw) // before the relay's: its copies wait on the gate
 	return fz
 }
 
-func (fz *freezer) pipe(dst, src net.Conn) {
-	defer dst.Close()
+func (fz *freezer) pipe(dst io.Writer, src io.Reader) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)

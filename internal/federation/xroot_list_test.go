@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,46 +41,7 @@ func (x *xrdCounter) count(kind, prefix string) int {
 func startXrdCounter(t *testing.T, target string) (string, *xrdCounter) {
 	t.Helper()
 	x := &xrdCounter{reqs: map[string]int{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex // guards conns
-		conns []net.Conn
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			wg.Add(2)
-			go func() { defer wg.Done(); defer c.Close(); _, _ = io.Copy(c, s) }()
-			go func() { defer wg.Done(); defer s.Close(); x.forward(s, c) }()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String(), x
+	return testenv.Relay(t, target, x.forward, nil), x
 }
 
 // forward copies a client's requests to the server, counting them: the
