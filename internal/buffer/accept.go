@@ -240,7 +240,11 @@ func (b *Buffer) accept(ctx context.Context, p string, pre *Prefix, body io.Read
 	replaced, err := b.j.insert(context.WithoutCancel(ctx), e)
 	if err != nil {
 		os.Remove(dst)
-		return nil, false, httpx.NewError(http.StatusInternalServerError, "cannot journal the upload", err)
+		code := http.StatusInternalServerError
+		if journalFull(err) {
+			code = http.StatusInsufficientStorage
+		}
+		return nil, false, httpx.NewError(code, "cannot journal the upload", err)
 	}
 	b.install(e)
 	b.m.accepted.Inc()

@@ -237,3 +237,37 @@ func TestConditionalDelete(t *testing.T) {
 		t.Errorf("Status = %+v, want the file deleted", st)
 	}
 }
+
+// TestDeleteNotJournaledIsUnavailable: a delete the journal cannot keep
+// (its disk full, an I/O error) is not durable, so it is answered as
+// unavailable, to be tried again, over HTTP (503 with Retry-After) and
+// through the Overlay (the door's deletes) alike; never a 500.
+func TestDeleteNotJournaledIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	disk, _ := newPosix(t, "disk")
+	f := &fake{Endpoint: disk}
+	b, srv := start(t, fastRetry(Config{KeepAfterMigration: time.Hour, Prefixes: []Prefix{{Prefix: "/buf", Targets: []endpoint.Endpoint{f}}}}), deleter(disk), Options{})
+	ov := b.Overlay(f)
+	for _, p := range []string{"/buf/a", "/buf/b"} {
+		if err := ov.Put(ctx, p, bytes.NewReader([]byte("x")), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "migrated", func() bool { return b.Status().PendingFiles == 0 })
+	// The journal refuses every change from now on.
+	if err := b.j.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/buf/a", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("DELETE with the journal failing = %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if err := ov.Delete(ctx, "/buf/b"); !errors.Is(err, endpoint.ErrUnavailable) {
+		t.Errorf("Overlay Delete with the journal failing = %v, want ErrUnavailable", err)
+	}
+}

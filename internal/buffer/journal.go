@@ -3,11 +3,14 @@ package buffer
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	"modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // The journal is the buffer's truth; memory mirrors it. Its state
@@ -88,6 +91,14 @@ const (
 // journal is the SQLite database of the buffer's files.
 type journal struct {
 	db *sql.DB
+}
+
+// journalFull reports whether err says the journal's disk is full
+// (SQLite turns ENOSPC into SQLITE_FULL): an upload is then answered 507
+// as one whose spool write found the disk full is (statusOfFS).
+func journalFull(err error) bool {
+	var se *sqlite.Error
+	return errors.Is(err, syscall.ENOSPC) || errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL
 }
 
 func openJournal(ctx context.Context, file string) (*journal, error) {

@@ -256,13 +256,7 @@ func (o *overlay) Delete(ctx context.Context, p string) error {
 	if class := endpoint.Class(err); class == endpoint.ErrRefused {
 		return err
 	}
-	if jerr := o.b.markDeleted(ctx, p, pre); errors.Is(jerr, endpoint.ErrUnavailable) {
-		return jerr
-	} else if jerr != nil {
-		o.b.log.ErrorContext(ctx, "journal a delete", "path", p, "err", jerr)
-		return &endpoint.OpError{Kind: "buffer", Op: "delete", Path: p, Err: fmt.Errorf("%w: cannot journal the delete", endpoint.ErrUnavailable)}
-	}
-	return nil
+	return o.b.markDeleted(ctx, p, pre)
 }
 
 func (o *overlay) Mkdir(ctx context.Context, p string) error { return o.origin.Mkdir(ctx, p) }

@@ -3,7 +3,6 @@ package buffer
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -199,13 +198,9 @@ func (b *Buffer) serveDelete(w http.ResponseWriter, r *http.Request, p string, p
 		rec.Flush(w)
 		return true
 	}
-	if err := b.markDeleted(r.Context(), p, pre); errors.Is(err, endpoint.ErrUnavailable) {
+	if err := b.markDeleted(r.Context(), p, pre); err != nil {
 		w.Header().Set("Retry-After", retryAfter)
 		httpx.WriteError(w, http.StatusServiceUnavailable, err.Error())
-		return true
-	} else if err != nil {
-		b.log.ErrorContext(r.Context(), "journal a delete", "path", p, "err", err)
-		httpx.WriteError(w, http.StatusInternalServerError, "buffer: cannot journal the delete")
 		return true
 	}
 	if gone {
@@ -240,7 +235,12 @@ func (b *Buffer) markDeleted(ctx context.Context, p string, pre *Prefix) error {
 		t.targets = append(t.targets, ep.Name())
 	}
 	if _, err := b.j.insert(context.WithoutCancel(ctx), t); err != nil {
-		return err
+		// Not kept (a full disk, an I/O error): the delete is not
+		// durable, and a copy the buffer holds could still reach the
+		// targets. The client is told to try again, over HTTP and at
+		// the door alike.
+		b.log.ErrorContext(ctx, "journal a delete", "path", p, "err", err)
+		return &endpoint.OpError{Kind: "buffer", Op: "delete", Path: p, Err: fmt.Errorf("%w: cannot journal the delete", endpoint.ErrUnavailable)}
 	}
 	b.install(t)
 	if err := b.publish(ctx, t, true); err != nil { // a cache must not serve what it kept of the file
