@@ -154,8 +154,11 @@ func TestCreateOnlyTokenDuringOutage(t *testing.T) {
 			t.Fatalf("PUT %s with the endpoints up = %d %q, want 201", p, code, msg)
 		}
 	}
+	// Down: connections refused. The listener first: a connection
+	// accepted before it closed (a probe's) would otherwise outlive the
+	// outage and answer 404 for the new file.
+	siteB.Listener.Close()
 	siteB.CloseClientConnections()
-	siteB.Listener.Close() // down: connections refused
 	for _, p := range []string{"/fed/two", "/buf/two"} {
 		code, msg := put(p)
 		if code != http.StatusServiceUnavailable || msg[0] == ' ' {
