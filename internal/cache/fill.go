@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -264,10 +265,7 @@ type run struct {
 func (c *Cache) pace(r *run, next int64) error {
 	for r.readerDone != nil {
 		r.f.mu.Lock()
-		wanted := false
-		for _, s := range r.slots[next-r.first:] {
-			wanted = wanted || s.waiters > 0
-		}
+		wanted := slices.ContainsFunc(r.slots[next-r.first:], func(s *slot) bool { return s.waiters > 0 })
 		r.f.mu.Unlock()
 		if wanted {
 			return nil
