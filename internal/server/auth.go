@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -173,14 +172,6 @@ func existsIn(ep endpoint.Endpoint) auth.ExistsFunc {
 		}
 		return false, err
 	}
-}
-
-// tlsListener wraps ln in TLS when cfg is set.
-func tlsListener(ln net.Listener, cfg *tls.Config) net.Listener {
-	if cfg == nil {
-		return ln
-	}
-	return tls.NewListener(ln, cfg)
 }
 
 // guardNamespace is guard for a front listener: the auth rules cover the

@@ -105,7 +105,7 @@ func (r *cacheRole) start(ctx context.Context, s *Server) error {
 	r.done = make(chan struct{})
 	s.cacheAddr = ln.Addr()
 	fmt.Fprintf(s.out, "cache %s/ of %s in %s\n", s.CacheURL(), cs.Origin, cs.Dir)
-	ln = tlsListener(ln, tlsCfg)
+	ln = s.httpListener(ln, tlsCfg)
 	go func() {
 		defer close(r.done)
 		if err := r.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -313,10 +313,12 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 		len(s.cfg.Federation.Endpoints), s.FederatorURL())
 	serve := r.hs.Serve
 	if s.frontFastPath(tlsCfg) {
-		r.fs = fastpath.New(r.hs, frontResponder{s: s, fed: s.fed.FastResponder()}, fastpath.Options{Log: s.log, Query: true})
+		r.fs = fastpath.New(r.hs, frontResponder{s: s, fed: s.fed.FastResponder()},
+			fastpath.Options{Log: s.log, Query: true, SendTimeout: s.sendTimeout()})
 		serve = r.fs.Serve
+	} else {
+		ln = s.httpListener(ln, tlsCfg)
 	}
-	ln = tlsListener(ln, tlsCfg)
 	go func() {
 		defer close(r.done)
 		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

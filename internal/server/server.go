@@ -18,7 +18,9 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +36,7 @@ import (
 	"github.com/lakefed/lakefed/internal/cache"
 	"github.com/lakefed/lakefed/internal/config"
 	"github.com/lakefed/lakefed/internal/federation"
+	"github.com/lakefed/lakefed/internal/httpx"
 	"github.com/lakefed/lakefed/internal/logging"
 	"github.com/lakefed/lakefed/internal/results"
 	"github.com/lakefed/lakefed/internal/shared"
@@ -337,4 +340,21 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+}
+
+// httpListener is ln as an http.Server serves it: every connection under
+// the send timeout, then in TLS when cfg is set. (The fast path applies
+// the send timeout itself, and takes no TLS.)
+func (s *Server) httpListener(ln net.Listener, cfg *tls.Config) net.Listener {
+	ln = httpx.SendListener(ln, s.sendTimeout())
+	if cfg == nil {
+		return ln
+	}
+	return tls.NewListener(ln, cfg)
+}
+
+// sendTimeout is the send timeout of the federator's and the cache's
+// listeners (config send_timeout).
+func (s *Server) sendTimeout() time.Duration {
+	return cmp.Or(s.cfg.SendTimeout.D(), httpx.DefaultSendTimeout)
 }

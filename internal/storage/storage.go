@@ -121,6 +121,11 @@ type Config struct {
 	// TPCCAFile is a PEM bundle of extra CAs to trust for the https
 	// remotes of third-party copies. Empty: the system roots.
 	TPCCAFile string
+	// SendTimeout is how long one step of sending an answer (at most
+	// httpx.SendStep bytes) may take before the connection is reset: a
+	// client that stops reading holds the connection no longer. Zero
+	// means httpx.DefaultSendTimeout (60 s); negative is an error.
+	SendTimeout time.Duration
 }
 
 // Limits and timeouts of the HTTP server. They are not configurable yet:
@@ -211,6 +216,12 @@ func newServer(cfg Config, log *slog.Logger, hooks *testHooks) (*Server, error) 
 		errs = append(errs, fmt.Errorf("storage: stale_upload_age %v is negative", cfg.StaleUploadAge))
 	case cfg.StaleUploadAge == 0:
 		cfg.StaleUploadAge = DefaultStaleUploadAge
+	}
+	switch {
+	case cfg.SendTimeout < 0:
+		errs = append(errs, fmt.Errorf("storage: send_timeout %v is negative", cfg.SendTimeout))
+	case cfg.SendTimeout == 0:
+		cfg.SendTimeout = httpx.DefaultSendTimeout
 	}
 	switch {
 	case cfg.MaxListings < 0:
@@ -377,13 +388,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	send := s.cfg.SendTimeout
 	if s.tlsConfig == nil && !s.guarded {
-		err := fastpath.Serve(ctx, ln, srv, fastResponder{s}, fastpath.Options{ShutdownTimeout: shutdownTimeout, Log: s.log})
+		err := fastpath.Serve(ctx, ln, srv, fastResponder{s}, fastpath.Options{ShutdownTimeout: shutdownTimeout, Log: s.log, SendTimeout: send})
 		if err != nil {
 			return fmt.Errorf("storage: %w", err)
 		}
 		return nil
 	}
+	ln = httpx.SendListener(ln, send)
 	errc := make(chan error, 1)
 	go func() {
 		if s.tlsConfig != nil {

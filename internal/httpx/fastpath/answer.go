@@ -235,10 +235,10 @@ func (a *Answer) end(length int64, body []byte, f *os.File) {
 		a.broken = true
 		return
 	}
-	// sendfile for a TCP connection (net.TCPConn.ReadFrom); a plain
-	// copy otherwise.
+	// sendfile for a TCP connection (net.TCPConn.ReadFrom, step by step
+	// under the send timeout); a plain copy otherwise.
 	var err error
-	a.sent, err = io.Copy(c.c, &io.LimitedReader{R: f, N: length})
+	a.sent, err = io.Copy(c.sc, &io.LimitedReader{R: f, N: length})
 	if err != nil || a.sent != length {
 		a.broken = true
 	}

@@ -24,6 +24,7 @@ const (
 type conn struct {
 	s        *Server
 	c        net.Conn
+	sc       *httpx.SendConn // c under the send timeout: every answer's bytes go through it
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	state    atomic.Int32
@@ -55,8 +56,9 @@ func (c *conn) serve() {
 	s := c.s
 	c.br = s.readers.Get().(*bufio.Reader)
 	c.bw = s.writers.Get().(*bufio.Writer)
+	c.sc = httpx.NewSendConn(c.c, s.sendTimeout)
 	c.br.Reset(c.c)
-	c.bw.Reset(c.c)
+	c.bw.Reset(c.sc)
 	handedOff := false
 	defer func() {
 		// A panic ends the connection, with what is buffered sent first
@@ -188,9 +190,6 @@ func (c *conn) respond() bool {
 	c.req.c = c
 	c.idLen = len(httpx.AppendRequestID(c.id[:0], c.req.sentID))
 	c.ans = Answer{c: c}
-	if s.writeTimeout > 0 {
-		c.c.SetWriteDeadline(time.Now().Add(s.writeTimeout))
-	}
 	ok := s.resp.Respond(&c.ans, &c.req)
 	if ok && c.ans.w != nil {
 		c.ans.w.End() // the handler returned: its answer ends, as in net/http
@@ -224,10 +223,7 @@ func (c *conn) handoff() bool {
 	// in pieces here gets its header timeout afresh there, so a client
 	// has at most twice ReadHeaderTimeout for one head.
 	c.c.SetReadDeadline(time.Time{})
-	if c.s.writeTimeout > 0 {
-		c.c.SetWriteDeadline(time.Time{})
-	}
-	return c.s.hl.give(&handoffConn{Conn: c.c, br: c.br})
+	return c.s.hl.give(&handoffConn{Conn: c.sc, br: c.br})
 }
 
 // remoteAddr is the peer's address as net/http gives it in

@@ -39,8 +39,10 @@
 // Content-Length that frames the body; pipelined answers in order; the
 // idle timeout, the header read timeout (a client that trickles its head
 // is cut when the http.Server's ReadHeaderTimeout has passed since its
-// first byte) and the write timeout of the http.Server; graceful
-// shutdown.
+// first byte); graceful shutdown. In place of the http.Server's
+// WriteTimeout, which would bound a whole answer, the send timeout
+// (Options.SendTimeout, httpx.SendConn) bounds each step of one, on the
+// connections it hands to net/http too.
 //
 // What it does not do: the http.Server's Handler never runs for a request
 // the Responder answers. A Responder may therefore answer only what the
@@ -65,6 +67,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/lakefed/lakefed/internal/httpx"
 )
 
 // DefaultBufferSize is Options.BufferSize when it is zero: the read and
@@ -86,6 +90,11 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Log receives the panics of a Responder. Nil: slog.Default().
 	Log *slog.Logger
+	// SendTimeout is how long each step of sending an answer may take
+	// (httpx.SendConn) before the connection is reset, here and on the
+	// connections handed to the http.Server. Zero:
+	// httpx.DefaultSendTimeout; negative: none.
+	SendTimeout time.Duration
 	// Query offers the Responder plain requests with a query
 	// (Request.Query), for a Responder that reads it, with the
 	// handler's own function, and declines every query it does not
@@ -117,8 +126,9 @@ type Server struct {
 	// From srv, as net/http applies them (zero: no limit).
 	idleTimeout   time.Duration
 	headerTimeout time.Duration
-	writeTimeout  time.Duration
 	maxHead       int
+
+	sendTimeout time.Duration // Options.SendTimeout, resolved
 
 	// Buffers of connections: an idle keep-alive connection holds its
 	// pair, a closed one gives both back, a handed-off one keeps its
@@ -143,8 +153,8 @@ type Server struct {
 // New returns a Server that answers plain requests with r and hands the
 // others to srv. srv's Handler, limits and timeouts apply to what it is
 // handed; its ReadHeaderTimeout, IdleTimeout (each falling back on
-// ReadTimeout, as in net/http), WriteTimeout and MaxHeaderBytes apply to
-// the fast path too.
+// ReadTimeout, as in net/http) and MaxHeaderBytes apply to the fast path
+// too; its WriteTimeout is not applied here (opts.SendTimeout is).
 func New(srv *http.Server, r Responder, opts Options) *Server {
 	if opts.BufferSize <= 0 {
 		opts.BufferSize = DefaultBufferSize
@@ -160,12 +170,17 @@ func New(srv *http.Server, r Responder, opts Options) *Server {
 		srv: srv, resp: r, opts: opts, log: log,
 		idleTimeout:   cmpOr(srv.IdleTimeout, srv.ReadTimeout),
 		headerTimeout: cmpOr(srv.ReadHeaderTimeout, srv.ReadTimeout),
-		writeTimeout:  srv.WriteTimeout,
 		maxHead:       srv.MaxHeaderBytes,
 		conns:         map[*conn]struct{}{},
 	}
 	if s.maxHead <= 0 {
 		s.maxHead = http.DefaultMaxHeaderBytes
+	}
+	switch {
+	case opts.SendTimeout == 0:
+		s.sendTimeout = httpx.DefaultSendTimeout
+	case opts.SendTimeout > 0:
+		s.sendTimeout = opts.SendTimeout
 	}
 	size := opts.BufferSize
 	s.readers.New = func() any { return bufio.NewReaderSize(nil, size) }

@@ -1,0 +1,143 @@
+package httpx_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/httpx"
+	"github.com/lakefed/lakefed/internal/testenv"
+)
+
+// sendServer serves GET /file (a file of size bytes, by sendfile through
+// SendConn.ReadFrom) and GET /mem (the same bytes by Write) on loopback
+// under a send timeout of d, and returns its address.
+func sendServer(t *testing.T, size int, d time.Duration) (addr string, data []byte) {
+	t.Helper()
+	data = bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mem" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			w.Write(data)
+			return
+		}
+		http.ServeFile(w, r, path)
+	})}
+	go srv.Serve(httpx.SendListener(ln, d))
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), data
+}
+
+// A client that stops reading is reset once a step has waited the send
+// timeout, by sendfile and by Write alike: it gets what the kernel held
+// for it and then ECONNRESET, never the whole answer.
+func TestSendTimeoutResetsStalledClient(t *testing.T) {
+	const d = 500 * time.Millisecond
+	addr, data := sendServer(t, 64<<20, d)
+	for _, target := range []string{"/file", "/mem", "/file?range"} {
+		t.Run(target, func(t *testing.T) {
+			var hdr []string
+			if target == "/file?range" {
+				target, hdr = "/file", []string{"Range: bytes=1-"}
+			}
+			st := testenv.StallGet(t, addr, target, hdr...)
+			start := time.Now()
+			testenv.Eventually(t, d+10*time.Second, "the stalled client reset", st.Reset)
+			if took := time.Since(start); took < d {
+				t.Errorf("reset after %v, before the send timeout %v", took, d)
+			}
+			n, err := st.Drain()
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("drained %d bytes, ending in %v; want ECONNRESET", n, err)
+			}
+			if n >= int64(len(data)) {
+				t.Errorf("drained %d bytes: the whole answer went out", n)
+			}
+		})
+	}
+}
+
+// A client that reads slowly but steadily is never cut, though its
+// answer takes many times the send timeout.
+func TestSendTimeoutSpareSlowReader(t *testing.T) {
+	const d = 2 * time.Second // 2 MiB within it: a tenth of the reader's pace
+	addr, data := sendServer(t, 48<<20, d)
+	for _, target := range []string{"/file", "/mem"} {
+		t.Run(target, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			code, n, err := testenv.SlowGet("http://"+addr+target, 512<<10, 50*time.Millisecond)
+			if err != nil || code != 200 || n != int64(len(data)) {
+				t.Fatalf("%s: %d, %d bytes, %v; want 200 and %d bytes", target, code, n, err, len(data))
+			}
+			if took := time.Since(start); took < d {
+				t.Errorf("%s took %v: not slow enough to show that the timeout is per step", target, took)
+			}
+		})
+	}
+}
+
+// ReadFrom moves a source step by step and uses up an io.LimitedReader
+// as io.Copy would, so that a caller can tell a short source from a
+// whole one by its N: from a file (sendfile), a socket (splice) and a
+// reader of neither kind.
+func TestSendConnReadFromLimited(t *testing.T) {
+	const size = 5<<20 + 3
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, bytes.Repeat([]byte{7}, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"file", "socket", "reader"} {
+		t.Run(kind, func(t *testing.T) {
+			dst, sink := testenv.TCPPair(t)
+			got := make(chan int64, 1)
+			go func() { n, _ := io.Copy(io.Discard, sink); got <- n }()
+			var src io.Reader
+			switch kind {
+			case "file":
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				src = f
+			case "socket":
+				in, out := testenv.TCPPair(t)
+				go func() { out.Write(make([]byte, size)); out.Close() }()
+				src = in
+			default:
+				src = bytes.NewReader(make([]byte, size))
+			}
+			sc := httpx.NewSendConn(dst, time.Second)
+			lr := &io.LimitedReader{R: src, N: size + 100}
+			n, err := sc.ReadFrom(lr)
+			if err != nil || n != size || lr.N != 100 {
+				t.Fatalf("ReadFrom = %d, %v, N %d; want %d, nil, N 100", n, err, lr.N, size)
+			}
+			lr = &io.LimitedReader{R: src, N: 10}
+			if n, err := sc.ReadFrom(lr); n != 0 || err != nil || lr.N != 10 {
+				t.Fatalf("ReadFrom at the end = %d, %v, N %d; want 0, nil, N 10", n, err, lr.N)
+			}
+			dst.CloseWrite()
+			if n := <-got; n != size {
+				t.Fatalf("the peer got %d bytes, want %d", n, size)
+			}
+		})
+	}
+}

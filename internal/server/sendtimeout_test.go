@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lakefed/lakefed/internal/config"
+	"github.com/lakefed/lakefed/internal/server/servertest"
+	"github.com/lakefed/lakefed/internal/testenv"
+)
+
+// TestSendTimeoutEveryListener: on every HTTP listener of the lake, and
+// on each way an answer leaves it (the fast path's sendfile and splice,
+// net/http's sendfile and copies), a client that asks for a large file
+// and reads nothing is reset after the send timeout, and a client that
+// reads slowly but steadily gets the whole file though it takes several
+// times the timeout. (The slow reader's pace, 10 MiB/s, is ten times
+// what a 2 MiB step needs within the timeout, so that a loaded machine
+// does not make it a stalled one.)
+func TestSendTimeoutEveryListener(t *testing.T) {
+	const d = 2 * time.Second
+	fed := servertest.Start(t, servertest.Options{Configure: func(c *config.Config) {
+		c.SendTimeout = config.Duration(d)
+		c.Storage[0].SendTimeout = config.Duration(d)
+		c.Federation.Mode = "proxy"
+		c.Cache = &config.Cache{Dir: t.TempDir(), Origin: config.OriginFederation, Listen: "127.0.0.1:0"}
+	}})
+	const size = 48 << 20
+	data := strings.Repeat("0123456789abcdef", size/16)
+	if err := os.WriteFile(filepath.Join(fed.Sites[0].Dir, "f"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host := func(u string) string {
+		pu, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pu.Host
+	}
+	site, front, cache := host(fed.Sites[0].URL), host(fed.URL), host(fed.Server.CacheURL())
+	// Warm: the federator's metadata (so that its GET is a fast one) and
+	// the cache's copy (so that one case is a warm hit).
+	for _, u := range []string{fed.URL + "/f", fed.Server.CacheURL() + "/f"} {
+		if code, n, err := testenv.SlowGet(u, 8<<20, 0); err != nil || code != 200 || n != size {
+			t.Fatalf("GET %s = %d, %d bytes, %v", u, code, n, err)
+		}
+	}
+	for _, tc := range []struct {
+		name, addr, target string
+		header             []string
+	}{
+		{"storage, fast path, sendfile", site, "/f", nil},
+		{"storage, net/http, sendfile", site, "/f", []string{"Range: bytes=1-"}},
+		{"federator, fast path, splice", front, "/f", nil},
+		{"federator, net/http, copy", front, "/f", []string{"Range: bytes=1-"}},
+		{"cache, warm hit", cache, "/f", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := testenv.StallGet(t, tc.addr, tc.target, tc.header...)
+			start := time.Now()
+			testenv.Eventually(t, d+10*time.Second, "the stalled client reset", st.Reset)
+			if took := time.Since(start); took < d {
+				t.Errorf("reset after %v, before the send timeout %v", took, d)
+			}
+			n, err := st.Drain()
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("drained %d bytes, ending in %v; want ECONNRESET", n, err)
+			}
+			if n >= size {
+				t.Errorf("drained %d bytes: the whole answer went out", n)
+			}
+			start = time.Now()
+			code, n, err := testenv.SlowGet("http://"+tc.addr+tc.target, 512<<10, 50*time.Millisecond)
+			if err != nil || code != 200 || n != size {
+				t.Fatalf("slow reader: %d, %d bytes, %v; want 200 and %d bytes", code, n, err, size)
+			}
+			if took := time.Since(start); took < d {
+				t.Errorf("slow reader took %v: not slow enough to show the timeout is per step", took)
+			}
+		})
+	}
+}
