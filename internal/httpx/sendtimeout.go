@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
@@ -51,20 +52,28 @@ func NewSendConn(c net.Conn, d time.Duration) *SendConn {
 	return &SendConn{Conn: c, d: d}
 }
 
-// Arm gives the next step its deadline: now plus the send timeout. A
-// deadline move is a timer change, not free, so it moves only once the
-// one set has fallen a sixty-fourth of the timeout behind.
+// Arm gives the next step its deadline: now plus the send timeout
+// (nextDeadline).
 func (c *SendConn) Arm() {
-	if c.d <= 0 {
-		return
+	if dl, ok := nextDeadline(c.at.Load(), c.d); ok {
+		c.at.Store(dl.UnixNano())
+		c.Conn.SetWriteDeadline(dl)
+	}
+}
+
+// nextDeadline is the deadline the next step of an answer under the send
+// timeout d gets, when the one set (at, Unix ns; 0: none) must move: once
+// it has fallen a sixty-fourth of d behind now plus d, since a deadline
+// move is a timer change, not free.
+func nextDeadline(at int64, d time.Duration) (time.Time, bool) {
+	if d <= 0 {
+		return time.Time{}, false
 	}
 	now := time.Now()
-	if at := c.at.Load(); at != 0 && time.Unix(0, at).Sub(now) >= c.d-c.d/64 {
-		return
+	if at != 0 && time.Unix(0, at).Sub(now) >= d-d/64 {
+		return time.Time{}, false
 	}
-	dl := now.Add(c.d)
-	c.at.Store(dl.UnixNano())
-	c.Conn.SetWriteDeadline(dl)
+	return now.Add(d), true
 }
 
 // Check returns err, having set the connection to reset on close when
@@ -183,3 +192,57 @@ func (l sendListener) Accept() (net.Conn, error) {
 	}
 	return NewSendConn(c, l.d), nil
 }
+
+// SendTimeoutHandler puts the HTTP/2 answers of h under the send timeout
+// d too. An HTTP/2 stream's bytes wait for the client's flow-control
+// window, which a client can keep shut on a connection it keeps alive
+// (it answers pings, it reads other streams): no write on the connection
+// stalls, so SendConn never sees it. Each step of at most SendStep bytes
+// of such an answer gets d as the stream's write deadline
+// (http.ResponseController); a step that misses it resets the stream.
+// HTTP/1 answers pass as they are (their connection is a SendConn).
+func SendTimeoutHandler(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(&streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}, r)
+	})
+}
+
+// streamWriter is an HTTP/2 answer under the send timeout.
+type streamWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+	at int64 // the write deadline set last, Unix ns; 0: none
+}
+
+// Write sends p in steps of at most SendStep, each under the timeout.
+func (w *streamWriter) Write(p []byte) (int, error) {
+	var n int
+	for len(p) > 0 {
+		if dl, ok := nextDeadline(w.at, w.d); ok {
+			w.at = dl.UnixNano()
+			w.rc.SetWriteDeadline(dl)
+		}
+		k := min(len(p), SendStep)
+		m, err := w.ResponseWriter.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// Flush is http.Flusher's, for handlers that ask for it by assertion.
+func (w *streamWriter) Flush() { w.rc.Flush() }
+
+// Unwrap lets http.ResponseController reach the stream.
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,8 +57,8 @@ func TestSendTimeoutResetsStalledClient(t *testing.T) {
 			if target == "/file?range" {
 				target, hdr = "/file", []string{"Range: bytes=1-"}
 			}
+			start := time.Now() // before the request: the server's first step starts after it
 			st := testenv.StallGet(t, addr, target, hdr...)
-			start := time.Now()
 			testenv.Eventually(t, d+10*time.Second, "the stalled client reset", st.Reset)
 			if took := time.Since(start); took < d {
 				t.Errorf("reset after %v, before the send timeout %v", took, d)
@@ -82,7 +83,7 @@ func TestSendTimeoutSpareSlowReader(t *testing.T) {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			code, n, err := testenv.SlowGet("http://"+addr+target, 512<<10, 50*time.Millisecond)
+			code, n, err := testenv.SlowGet(nil, "http://"+addr+target, 512<<10, 50*time.Millisecond)
 			if err != nil || code != 200 || n != int64(len(data)) {
 				t.Fatalf("%s: %d, %d bytes, %v; want 200 and %d bytes", target, code, n, err, len(data))
 			}
@@ -139,5 +140,52 @@ func TestSendConnReadFromLimited(t *testing.T) {
 				t.Fatalf("the peer got %d bytes, want %d", n, size)
 			}
 		})
+	}
+}
+
+// Over HTTP/2 a client can leave a stream's window shut while it keeps
+// its connection alive, so no write on the connection stalls: the
+// stream's own write deadline must end the answer. A handler that writes
+// to such a stream gets the deadline's error once a step has waited the
+// send timeout, and the client gets a reset stream, never the whole body.
+func TestSendTimeoutHTTP2Stream(t *testing.T) {
+	const d = 500 * time.Millisecond
+	const size = 64 << 20
+	ended := make(chan error, 1)
+	srv := httptest.NewUnstartedServer(httpx.SendTimeoutHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		buf := make([]byte, 1<<20)
+		var err error
+		for n := 0; n < size && err == nil; n += len(buf) {
+			_, err = w.Write(buf)
+		}
+		ended <- err
+	}), d))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("answered over %s, want HTTP/2", resp.Proto)
+	}
+	start := time.Now()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the handler's write ended with %v, want the deadline's error", err)
+		}
+		if took := time.Since(start); took < d/2 {
+			t.Errorf("the stream was cut after %v, well before the send timeout %v", took, d)
+		}
+	case <-time.After(d + 10*time.Second):
+		t.Fatal("the handler still writes to a stream nobody reads")
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil || n >= size {
+		t.Fatalf("the client read %d bytes, ending in %v: want a reset stream", n, err)
 	}
 }

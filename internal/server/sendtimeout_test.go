@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"errors"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -47,7 +48,7 @@ func TestSendTimeoutEveryListener(t *testing.T) {
 	// Warm: the federator's metadata (so that its GET is a fast one) and
 	// the cache's copy (so that one case is a warm hit).
 	for _, u := range []string{fed.URL + "/f", fed.Server.CacheURL() + "/f"} {
-		if code, n, err := testenv.SlowGet(u, 8<<20, 0); err != nil || code != 200 || n != size {
+		if code, n, err := testenv.SlowGet(nil, u, 8<<20, 0); err != nil || code != 200 || n != size {
 			t.Fatalf("GET %s = %d, %d bytes, %v", u, code, n, err)
 		}
 	}
@@ -63,8 +64,8 @@ func TestSendTimeoutEveryListener(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			start := time.Now() // before the request: the server's first step starts after it
 			st := testenv.StallGet(t, tc.addr, tc.target, tc.header...)
-			start := time.Now()
 			testenv.Eventually(t, d+10*time.Second, "the stalled client reset", st.Reset)
 			if took := time.Since(start); took < d {
 				t.Errorf("reset after %v, before the send timeout %v", took, d)
@@ -77,7 +78,7 @@ func TestSendTimeoutEveryListener(t *testing.T) {
 				t.Errorf("drained %d bytes: the whole answer went out", n)
 			}
 			start = time.Now()
-			code, n, err := testenv.SlowGet("http://"+tc.addr+tc.target, 512<<10, 50*time.Millisecond)
+			code, n, err := testenv.SlowGet(nil, "http://"+tc.addr+tc.target, 512<<10, 50*time.Millisecond)
 			if err != nil || code != 200 || n != size {
 				t.Fatalf("slow reader: %d, %d bytes, %v; want 200 and %d bytes", code, n, err, size)
 			}
@@ -85,5 +86,47 @@ func TestSendTimeoutEveryListener(t *testing.T) {
 				t.Errorf("slow reader took %v: not slow enough to show the timeout is per step", took)
 			}
 		})
+	}
+}
+
+// TestSendTimeoutHTTP2Front: over HTTP/2 on the federator's TLS
+// listener, a client that leaves a stream's window shut (its connection
+// alive) gets the stream reset after the send timeout, never the whole
+// body; one that reads slowly but steadily gets it all.
+func TestSendTimeoutHTTP2Front(t *testing.T) {
+	const d = 2 * time.Second
+	certs := testenv.NewTLS(t)
+	fed := servertest.Start(t, servertest.Options{Configure: func(c *config.Config) {
+		c.SendTimeout = config.Duration(d)
+		c.TLSCert, c.TLSKey = certs.CertFile, certs.KeyFile
+		c.Federation.Mode = "proxy"
+	}})
+	const size = 48 << 20
+	data := strings.Repeat("0123456789abcdef", size/16)
+	if err := os.WriteFile(filepath.Join(fed.Sites[0].Dir, "f"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	client := certs.Client()
+	resp, err := client.Get(fed.URL + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 200 {
+		t.Fatalf("GET = %s over %s, want 200 over HTTP/2", resp.Status, resp.Proto)
+	}
+	// The client's stall is the test: nothing to wait on but the time.
+	time.Sleep(d + 3*time.Second)
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil || n >= size {
+		t.Fatalf("the stalled client read %d bytes, ending in %v: want a reset stream", n, err)
+	}
+	start := time.Now()
+	code, n, err := testenv.SlowGet(client, fed.URL+"/f", 512<<10, 50*time.Millisecond)
+	if err != nil || code != 200 || n != size {
+		t.Fatalf("slow reader: %d, %d bytes, %v; want 200 and %d bytes", code, n, err, size)
+	}
+	if took := time.Since(start); took < d {
+		t.Errorf("slow reader took %v: not slow enough to show the timeout is per step", took)
 	}
 }

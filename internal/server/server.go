@@ -334,7 +334,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // own, with the limits above, the request IDs and the access log (tagged).
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           s.tagged(h),
+		Handler:           httpx.SendTimeoutHandler(s.tagged(h), s.sendTimeout()),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

@@ -382,7 +382,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		// The ID first, so that what Guard put in front (an auth
 		// refusal) is logged and answered with it too.
-		Handler:           httpx.RequestIDs(s.handler),
+		Handler:           httpx.SendTimeoutHandler(httpx.RequestIDs(s.handler), s.cfg.SendTimeout),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

@@ -79,11 +79,15 @@ func (s *Stalled) Drain() (int64, error) {
 	return io.Copy(io.Discard, s.c)
 }
 
-// SlowGet reads the answer to a GET of url a step bytes at a time with
-// a pause between steps, as a client that is slow but keeps reading, and
-// returns the status and the body's length. A broken body is an error.
-func SlowGet(url string, step int, pause time.Duration) (int, int64, error) {
-	resp, err := http.Get(url)
+// SlowGet reads the answer to a GET of url by c (nil:
+// http.DefaultClient) a step bytes at a time with a pause between steps,
+// as a client that is slow but keeps reading, and returns the status and
+// the body's length. A broken body is an error.
+func SlowGet(c *http.Client, url string, step int, pause time.Duration) (int, int64, error) {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Get(url)
 	if err != nil {
 		return 0, 0, err
 	}
