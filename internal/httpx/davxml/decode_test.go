@@ -415,8 +415,8 @@ func wantHrefs(hrefs ...string) func(*Multistatus, error) string {
 	}
 }
 
-// manyDeclarations declares a hundred prefixes, shadowing and undoing
-// some.
+// manyDeclarations declares a hundred prefixes, more than the parser
+// walks before it takes a map (mapAfter), shadowing and undoing some.
 func manyDeclarations() string {
 	var b strings.Builder
 	b.WriteString(`<m xmlns:D="DAV:"`)
