@@ -16,6 +16,7 @@ FUZZ_BEARER ?= 200000x
 FUZZ_FRAMES ?= 60000x
 FUZZ_VOMS ?= 200000x
 FUZZ_HEAD ?= 300000x
+FUZZ_DAVXML ?= 100000x
 FUZZTIMEOUT ?= 5m
 
 # The nemesis (internal/nemesis): the whole lake under kills, pauses, a
@@ -62,7 +63,8 @@ test: deps vet
 # The fuzz targets, each for FUZZTIME: the federator's proxied ranges,
 # the storage role's PUT headers, bearer tokens and Authorization headers,
 # the root:// door's request frames, VOMS attribute certificates, and the
-# fast HTTP/1.1 path's request heads against net/http's reading of them.
+# fast HTTP/1.1 path's request heads against net/http's reading of them,
+# and WebDAV multistatus answers against encoding/xml's reflection.
 # Seeds run in every go test too.
 fuzz:
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzProxyRange$$' -fuzztime $(FUZZ_PROXY) ./internal/federation/
@@ -71,6 +73,7 @@ fuzz:
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZ_FRAMES) ./internal/xrootd/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzVOMSAC$$' -fuzztime $(FUZZ_VOMS) ./internal/auth/
 	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZ_HEAD) ./internal/httpx/fastpath/
+	$(GO) test -timeout $(FUZZTIMEOUT) -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZ_DAVXML) ./internal/httpx/davxml/
 
 nemesis-ci:
 	NEMESIS_DURATION=$(NEMESIS_CI) NEMESIS_SEED=$(NEMESIS_CI_SEED) $(GO) test -v -tags nemesis -count=1 -timeout 20m -run '^TestNemesis$$' ./internal/nemesis/

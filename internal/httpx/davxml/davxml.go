@@ -10,8 +10,6 @@
 package davxml
 
 import (
-	"encoding/xml"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -60,15 +58,6 @@ type Propstat struct {
 		QuotaAvailable string `xml:"quota-available-bytes"`
 		QuotaUsed      string `xml:"quota-used-bytes"`
 	} `xml:"prop"`
-}
-
-// Decode reads one multistatus document from r, at most limit bytes of it.
-func Decode(r io.Reader, limit int64) (*Multistatus, error) {
-	var ms Multistatus
-	if err := xml.NewDecoder(io.LimitReader(r, limit)).Decode(&ms); err != nil {
-		return nil, err
-	}
-	return &ms, nil
 }
 
 // StatusOK reports whether a DAV:status line ("HTTP/1.1 200 OK") is 2xx;
