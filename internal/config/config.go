@@ -34,15 +34,17 @@ type Config struct {
 	// under a second means no wait, kXR_ServerError at once; negative is
 	// an error.
 	XrootOutageWait Duration `yaml:"xroot_outage_wait"`
-	// SendTimeout is how long the federator's listener and the cache's
-	// own may take to send one step of an answer (2 MiB at most) before
-	// they reset the connection, e.g. "60s": a client that stops reading
-	// holds a connection, and a proxied read's replica behind it, no
-	// longer (nginx's send_timeout). A client reading at least 2 MiB per
-	// send_timeout is never cut. Zero means 60 s; negative is an error.
-	// Storage servers have their own storage[].send_timeout. Read only
+	// StallTimeout is how long one step of a transfer (2 MiB at most) may
+	// stall on the federator's listener and the cache's own, e.g. "60s":
+	// an answer's step not taken by the client resets the connection
+	// (nginx's send_timeout), a request body's step not sent ends it
+	// (client_body_timeout); over HTTP/2, the stream. A client that
+	// stops reading or sending holds a connection, an upload or a
+	// proxied read's replica no longer; one that moves at least 2 MiB per
+	// stall_timeout is never cut. Zero means 60 s; negative is an error.
+	// Storage servers have their own storage[].stall_timeout. Read only
 	// at start.
-	SendTimeout Duration `yaml:"send_timeout"`
+	StallTimeout Duration `yaml:"stall_timeout"`
 	// XrootTLSRequired makes every root:// door (listen_xroot and
 	// cache.listen_xroot) refuse a session that does not switch to TLS
 	// (roots://): XRootD 5 clients are told to switch whatever their
@@ -152,10 +154,11 @@ type Storage struct {
 	TPCIdleTimeout Duration `yaml:"tpc_idle_timeout"`
 	// TPCCAFile is a PEM bundle of extra CAs trusted for https remotes.
 	TPCCAFile string `yaml:"tpc_ca_file"`
-	// SendTimeout is how long the server may take to send one step of
-	// an answer (2 MiB at most) before it resets the connection, as the
-	// top-level send_timeout. Zero means 60 s; negative is an error.
-	SendTimeout Duration `yaml:"send_timeout"`
+	// StallTimeout is how long one step of a transfer (2 MiB at most,
+	// an answer's or a request body's) may stall before the server lets
+	// the client go, as the top-level stall_timeout. Zero means 60 s;
+	// negative is an error.
+	StallTimeout Duration `yaml:"stall_timeout"`
 }
 
 // SetDefaults fills every zero field that has a default. It is idempotent.

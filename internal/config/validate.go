@@ -73,12 +73,12 @@ func (c *Config) Validate() error {
 		if (s.TLSCert == "") != (s.TLSKey == "") {
 			v.errorf(p+".tls_cert", "tls_cert and tls_key go together")
 		}
-		if s.SendTimeout < 0 {
-			v.errorf(p+".send_timeout", "must not be negative")
+		if s.StallTimeout < 0 {
+			v.errorf(p+".stall_timeout", "must not be negative")
 		}
 	}
-	if c.SendTimeout < 0 {
-		v.errorf("send_timeout", "must not be negative")
+	if c.StallTimeout < 0 {
+		v.errorf("stall_timeout", "must not be negative")
 	}
 	if c.Federation != nil {
 		c.Federation.validate(v, "federation")

@@ -314,7 +314,7 @@ func (r *frontRole) start(_ context.Context, s *Server) error {
 	serve := r.hs.Serve
 	if s.frontFastPath(tlsCfg) {
 		r.fs = fastpath.New(r.hs, frontResponder{s: s, fed: s.fed.FastResponder()},
-			fastpath.Options{Log: s.log, Query: true, SendTimeout: s.sendTimeout()})
+			fastpath.Options{Log: s.log, Query: true, StallTimeout: s.stallTimeout()})
 		serve = r.fs.Serve
 	} else {
 		ln = s.httpListener(ln, tlsCfg)

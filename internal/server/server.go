@@ -334,7 +334,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // own, with the limits above, the request IDs and the access log (tagged).
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           httpx.SendTimeoutHandler(s.tagged(h), s.sendTimeout()),
+		Handler:           httpx.StallHandler(s.tagged(h), s.stallTimeout()),
+		ConnContext:       httpx.StallConnContext,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -346,15 +347,15 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 // the send timeout, then in TLS when cfg is set. (The fast path applies
 // the send timeout itself, and takes no TLS.)
 func (s *Server) httpListener(ln net.Listener, cfg *tls.Config) net.Listener {
-	ln = httpx.SendListener(ln, s.sendTimeout())
+	ln = httpx.SendListener(ln, s.stallTimeout())
 	if cfg == nil {
 		return ln
 	}
 	return tls.NewListener(ln, cfg)
 }
 
-// sendTimeout is the send timeout of the federator's and the cache's
-// listeners (config send_timeout).
-func (s *Server) sendTimeout() time.Duration {
-	return cmp.Or(s.cfg.SendTimeout.D(), httpx.DefaultSendTimeout)
+// stallTimeout is the send timeout of the federator's and the cache's
+// listeners (config stall_timeout).
+func (s *Server) stallTimeout() time.Duration {
+	return cmp.Or(s.cfg.StallTimeout.D(), httpx.DefaultStallTimeout)
 }

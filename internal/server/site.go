@@ -53,7 +53,7 @@ func storageConfig(c config.Storage) storage.Config {
 		TPCMarkerInterval: c.TPCMarkerInterval.D(),
 		TPCIdleTimeout:    c.TPCIdleTimeout.D(),
 		TPCCAFile:         c.TPCCAFile,
-		SendTimeout:       c.SendTimeout.D(),
+		StallTimeout:      c.StallTimeout.D(),
 	}
 }
 

@@ -121,11 +121,11 @@ type Config struct {
 	// TPCCAFile is a PEM bundle of extra CAs to trust for the https
 	// remotes of third-party copies. Empty: the system roots.
 	TPCCAFile string
-	// SendTimeout is how long one step of sending an answer (at most
-	// httpx.SendStep bytes) may take before the connection is reset: a
-	// client that stops reading holds the connection no longer. Zero
-	// means httpx.DefaultSendTimeout (60 s); negative is an error.
-	SendTimeout time.Duration
+	// StallTimeout is how long one step of a transfer (at most
+	// httpx.StallStep bytes of an answer or of a request body) may stall
+	// before the client is let go (httpx.SendConn, httpx.StallHandler).
+	// Zero means httpx.DefaultStallTimeout (60 s); negative is an error.
+	StallTimeout time.Duration
 }
 
 // Limits and timeouts of the HTTP server. They are not configurable yet:
@@ -218,10 +218,10 @@ func newServer(cfg Config, log *slog.Logger, hooks *testHooks) (*Server, error) 
 		cfg.StaleUploadAge = DefaultStaleUploadAge
 	}
 	switch {
-	case cfg.SendTimeout < 0:
-		errs = append(errs, fmt.Errorf("storage: send_timeout %v is negative", cfg.SendTimeout))
-	case cfg.SendTimeout == 0:
-		cfg.SendTimeout = httpx.DefaultSendTimeout
+	case cfg.StallTimeout < 0:
+		errs = append(errs, fmt.Errorf("storage: stall_timeout %v is negative", cfg.StallTimeout))
+	case cfg.StallTimeout == 0:
+		cfg.StallTimeout = httpx.DefaultStallTimeout
 	}
 	switch {
 	case cfg.MaxListings < 0:
@@ -382,15 +382,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		// The ID first, so that what Guard put in front (an auth
 		// refusal) is logged and answered with it too.
-		Handler:           httpx.SendTimeoutHandler(httpx.RequestIDs(s.handler), s.cfg.SendTimeout),
+		Handler:           httpx.StallHandler(httpx.RequestIDs(s.handler), s.cfg.StallTimeout),
+		ConnContext:       httpx.StallConnContext,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	send := s.cfg.SendTimeout
+	send := s.cfg.StallTimeout
 	if s.tlsConfig == nil && !s.guarded {
-		err := fastpath.Serve(ctx, ln, srv, fastResponder{s}, fastpath.Options{ShutdownTimeout: shutdownTimeout, Log: s.log, SendTimeout: send})
+		err := fastpath.Serve(ctx, ln, srv, fastResponder{s}, fastpath.Options{ShutdownTimeout: shutdownTimeout, Log: s.log, StallTimeout: send})
 		if err != nil {
 			return fmt.Errorf("storage: %w", err)
 		}

@@ -56,7 +56,7 @@ func (c *conn) serve() {
 	s := c.s
 	c.br = s.readers.Get().(*bufio.Reader)
 	c.bw = s.writers.Get().(*bufio.Writer)
-	c.sc = httpx.NewSendConn(c.c, s.sendTimeout)
+	c.sc = httpx.NewSendConn(c.c, s.stallTimeout)
 	c.br.Reset(c.c)
 	c.bw.Reset(c.sc)
 	handedOff := false

@@ -41,7 +41,7 @@
 // is cut when the http.Server's ReadHeaderTimeout has passed since its
 // first byte); graceful shutdown. In place of the http.Server's
 // WriteTimeout, which would bound a whole answer, the send timeout
-// (Options.SendTimeout, httpx.SendConn) bounds each step of one, on the
+// (Options.StallTimeout, httpx.SendConn) bounds each step of one, on the
 // connections it hands to net/http too.
 //
 // What it does not do: the http.Server's Handler never runs for a request
@@ -90,11 +90,11 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Log receives the panics of a Responder. Nil: slog.Default().
 	Log *slog.Logger
-	// SendTimeout is how long each step of sending an answer may take
+	// StallTimeout is how long each step of sending an answer may take
 	// (httpx.SendConn) before the connection is reset, here and on the
 	// connections handed to the http.Server. Zero:
-	// httpx.DefaultSendTimeout; negative: none.
-	SendTimeout time.Duration
+	// httpx.DefaultStallTimeout; negative: none.
+	StallTimeout time.Duration
 	// Query offers the Responder plain requests with a query
 	// (Request.Query), for a Responder that reads it, with the
 	// handler's own function, and declines every query it does not
@@ -128,7 +128,7 @@ type Server struct {
 	headerTimeout time.Duration
 	maxHead       int
 
-	sendTimeout time.Duration // Options.SendTimeout, resolved
+	stallTimeout time.Duration // Options.StallTimeout, resolved
 
 	// Buffers of connections: an idle keep-alive connection holds its
 	// pair, a closed one gives both back, a handed-off one keeps its
@@ -154,7 +154,7 @@ type Server struct {
 // others to srv. srv's Handler, limits and timeouts apply to what it is
 // handed; its ReadHeaderTimeout, IdleTimeout (each falling back on
 // ReadTimeout, as in net/http) and MaxHeaderBytes apply to the fast path
-// too; its WriteTimeout is not applied here (opts.SendTimeout is).
+// too; its WriteTimeout is not applied here (opts.StallTimeout is).
 func New(srv *http.Server, r Responder, opts Options) *Server {
 	if opts.BufferSize <= 0 {
 		opts.BufferSize = DefaultBufferSize
@@ -177,10 +177,10 @@ func New(srv *http.Server, r Responder, opts Options) *Server {
 		s.maxHead = http.DefaultMaxHeaderBytes
 	}
 	switch {
-	case opts.SendTimeout == 0:
-		s.sendTimeout = httpx.DefaultSendTimeout
-	case opts.SendTimeout > 0:
-		s.sendTimeout = opts.SendTimeout
+	case opts.StallTimeout == 0:
+		s.stallTimeout = httpx.DefaultStallTimeout
+	case opts.StallTimeout > 0:
+		s.stallTimeout = opts.StallTimeout
 	}
 	size := opts.BufferSize
 	s.readers.New = func() any { return bufio.NewReaderSize(nil, size) }

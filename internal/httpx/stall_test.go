@@ -3,6 +3,7 @@ package httpx_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -152,7 +154,7 @@ func TestSendTimeoutHTTP2Stream(t *testing.T) {
 	const d = 500 * time.Millisecond
 	const size = 64 << 20
 	ended := make(chan error, 1)
-	srv := httptest.NewUnstartedServer(httpx.SendTimeoutHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(httpx.StallHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(size))
 		buf := make([]byte, 1<<20)
 		var err error
@@ -187,5 +189,182 @@ func TestSendTimeoutHTTP2Stream(t *testing.T) {
 	n, err := io.Copy(io.Discard, resp.Body)
 	if err == nil || n >= size {
 		t.Fatalf("the client read %d bytes, ending in %v: want a reset stream", n, err)
+	}
+}
+
+// bodyServer runs an HTTP/1 server (HTTP/2 too when tls) whose handler
+// reads the request body to its end and reports how many bytes and the
+// error it ended with; with work, it then works that long before it
+// answers (and reports whether its context ended meanwhile).
+type bodyServer struct {
+	srv   *httptest.Server
+	ended chan bodyEnd
+}
+
+type bodyEnd struct {
+	n        int64
+	err      error
+	canceled bool
+}
+
+func newBodyServer(t *testing.T, d, work time.Duration, tls bool) *bodyServer {
+	t.Helper()
+	bs := &bodyServer{ended: make(chan bodyEnd, 4)}
+	bs.srv = httptest.NewUnstartedServer(httpx.StallHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		canceled := false
+		if err == nil && work > 0 {
+			select {
+			case <-r.Context().Done():
+				canceled = true
+			case <-time.After(work): // the handler's work after the body: the time is the test
+			}
+		}
+		bs.ended <- bodyEnd{n, err, canceled}
+		if err == nil {
+			w.Write([]byte("stored"))
+		}
+	}), d))
+	bs.srv.Config.ConnContext = httpx.StallConnContext
+	if tls {
+		bs.srv.EnableHTTP2 = true
+		bs.srv.StartTLS()
+	} else {
+		bs.srv.Start()
+	}
+	t.Cleanup(bs.srv.Close)
+	return bs
+}
+
+// A request body that stops arriving ends its connection once a step
+// has waited the stall timeout: the handler's read fails, the client's
+// connection is closed, and the handler is not left waiting.
+func TestStallTimeoutBodyHTTP1(t *testing.T) {
+	const d = 500 * time.Millisecond
+	bs := newBodyServer(t, d, 0, false)
+	rc := testenv.DialRaw(t, bs.srv.Listener.Addr().String())
+	start := time.Now()
+	rc.Send("PUT /f HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n" + strings.Repeat("x", 1<<20))
+	select {
+	case e := <-bs.ended:
+		if e.err == nil || e.n >= 10<<20 {
+			t.Fatalf("the handler read %d bytes, ending in %v: want a failed read", e.n, e.err)
+		}
+		if took := time.Since(start); took < d {
+			t.Errorf("the body was cut after %v, before the stall timeout %v", took, d)
+		}
+	case <-time.After(d + 10*time.Second):
+		t.Fatal("the handler still waits for a body nobody sends")
+	}
+	if closed, _ := rc.Closed(5 * time.Second); !closed {
+		t.Error("the connection is still open")
+	}
+}
+
+// A body sent slowly but steadily arrives whole, though it takes longer
+// than the timeout; and a handler that works past the timeout once the
+// body is in keeps its context (a read deadline left on the connection
+// would end it through net/http's background read).
+func TestStallTimeoutBodySlowAndWork(t *testing.T) {
+	const d = 2 * time.Second // 2 MiB within it: a tenth of the sender's pace
+	const size = 48 << 20
+	for _, tls := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[tls], func(t *testing.T) {
+			t.Parallel()
+			bs := newBodyServer(t, d, d+time.Second, tls)
+			pr, pw := io.Pipe()
+			go func() {
+				chunk := make([]byte, 512<<10)
+				for sent := 0; sent < size; sent += len(chunk) {
+					if _, err := pw.Write(chunk); err != nil {
+						return
+					}
+					time.Sleep(50 * time.Millisecond) // the sender's pace: a slow sender is the test
+				}
+				pw.Close()
+			}()
+			req, _ := http.NewRequest("PUT", bs.srv.URL+"/f", pr)
+			req.ContentLength = size
+			start := time.Now()
+			resp, err := bs.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			e := <-bs.ended
+			if e.err != nil || e.n != size || e.canceled || string(body) != "stored" {
+				t.Fatalf("handler read %d bytes (%v), context ended %v, answer %q; want %d bytes, a live context, \"stored\"",
+					e.n, e.err, e.canceled, body, size)
+			}
+			if tls && resp.ProtoMajor != 2 {
+				t.Fatalf("answered over %s, want HTTP/2", resp.Proto)
+			}
+			if took := time.Since(start); took < d {
+				t.Errorf("took %v: not slow enough to show that the timeout is per step", took)
+			}
+		})
+	}
+}
+
+// Over HTTP/2 a body that stalls ends its stream, by its read deadline.
+func TestStallTimeoutBodyHTTP2(t *testing.T) {
+	const d = 500 * time.Millisecond
+	bs := newBodyServer(t, d, 0, true)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write(make([]byte, 1<<20)) // then nothing more
+	req, _ := http.NewRequest("PUT", bs.srv.URL+"/f", pr)
+	req.ContentLength = 10 << 20
+	go func() {
+		if resp, err := bs.srv.Client().Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case e := <-bs.ended:
+		if !errors.Is(e.err, os.ErrDeadlineExceeded) || e.n >= 10<<20 {
+			t.Fatalf("the handler read %d bytes, ending in %v: want the deadline's error", e.n, e.err)
+		}
+	case <-time.After(d + 10*time.Second):
+		t.Fatal("the handler still waits for a body nobody sends")
+	}
+}
+
+// A handler slow to take its body (an upload written on to a slow
+// endpoint) is not a stalled client: what a step may take is the time
+// its reads wait, not the handler's work between them.
+func TestStallTimeoutBodySlowHandler(t *testing.T) {
+	const d = 300 * time.Millisecond
+	const size = 4 << 20
+	got := make(chan error, 1)
+	srv := httptest.NewUnstartedServer(httpx.StallHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 64<<10)
+		var n int
+		var err error
+		for err == nil {
+			var m int
+			m, err = io.ReadFull(r.Body, buf)
+			n += m
+			time.Sleep(20 * time.Millisecond) // the handler's pace, 3 MiB/s: slow work is the test
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = nil
+		}
+		if err == nil && n != size {
+			err = fmt.Errorf("%d bytes, want %d", n, size)
+		}
+		got <- err
+	}), d))
+	srv.Config.ConnContext = httpx.StallConnContext
+	srv.Start()
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "application/octet-stream", bytes.NewReader(make([]byte, size)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-got; err != nil {
+		t.Fatalf("the slow handler's body: %v", err)
 	}
 }

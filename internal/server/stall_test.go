@@ -3,6 +3,7 @@ package server_test
 import (
 	"errors"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,8 +28,8 @@ import (
 func TestSendTimeoutEveryListener(t *testing.T) {
 	const d = 2 * time.Second
 	fed := servertest.Start(t, servertest.Options{Configure: func(c *config.Config) {
-		c.SendTimeout = config.Duration(d)
-		c.Storage[0].SendTimeout = config.Duration(d)
+		c.StallTimeout = config.Duration(d)
+		c.Storage[0].StallTimeout = config.Duration(d)
 		c.Federation.Mode = "proxy"
 		c.Cache = &config.Cache{Dir: t.TempDir(), Origin: config.OriginFederation, Listen: "127.0.0.1:0"}
 	}})
@@ -97,7 +98,7 @@ func TestSendTimeoutHTTP2Front(t *testing.T) {
 	const d = 2 * time.Second
 	certs := testenv.NewTLS(t)
 	fed := servertest.Start(t, servertest.Options{Configure: func(c *config.Config) {
-		c.SendTimeout = config.Duration(d)
+		c.StallTimeout = config.Duration(d)
 		c.TLSCert, c.TLSKey = certs.CertFile, certs.KeyFile
 		c.Federation.Mode = "proxy"
 	}})
@@ -129,4 +130,62 @@ func TestSendTimeoutHTTP2Front(t *testing.T) {
 	if took := time.Since(start); took < d {
 		t.Errorf("slow reader took %v: not slow enough to show the timeout is per step", took)
 	}
+}
+
+// TestStallTimeoutUploads: an upload whose body stops arriving, to a
+// storage site and through the write buffer on the federator's
+// listener, ends its connection after the stall timeout; nothing is
+// stored or acknowledged, and the site keeps no temporary file of it.
+func TestStallTimeoutUploads(t *testing.T) {
+	const d = time.Second
+	fed := servertest.Start(t, servertest.Options{Sites: 2, Configure: func(c *config.Config) {
+		c.StallTimeout = config.Duration(d)
+		c.Storage[0].StallTimeout = config.Duration(d)
+		c.Buffer = &config.Buffer{Dir: t.TempDir(),
+			Prefixes: []config.BufferPrefix{{Prefix: "/out", Targets: []string{"site-b"}}}}
+	}})
+	host := func(u string) string {
+		pu, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pu.Host
+	}
+	for _, tc := range []struct{ name, addr, path string }{
+		{"storage site", host(fed.Sites[0].URL), "/up"},
+		{"write buffer", host(fed.URL), "/out/up"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := testenv.DialRaw(t, tc.addr)
+			start := time.Now()
+			rc.Send("PUT " + tc.path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n" + strings.Repeat("x", 1<<20))
+			closed, _ := rc.Closed(d + 10*time.Second)
+			if !closed {
+				t.Fatal("the connection of a stalled upload is still open")
+			}
+			if took := time.Since(start); took < d {
+				t.Errorf("closed after %v, before the stall timeout %v", took, d)
+			}
+			resp, err := http.Get(fed.URL + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET %s after the stalled upload = %d, want 404", tc.path, resp.StatusCode)
+			}
+		})
+	}
+	testenv.Eventually(t, 10*time.Second, "no temporary upload file left at the site", func() bool {
+		ents, err := os.ReadDir(fed.Sites[0].Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".lakefed-") && !e.IsDir() {
+				return false
+			}
+		}
+		return true
+	})
 }
