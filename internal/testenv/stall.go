@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -47,6 +48,27 @@ func StallGet(t testing.TB, addr, target string, header ...string) *Stalled {
 		t.Fatal(err)
 	}
 	return &Stalled{t: t, c: c.(*net.TCPConn)}
+}
+
+// StallGetReset is StallGet, then the test that the server let the
+// client go: it resets the connection no sooner than the stall timeout
+// d after the request and within 10 s more, and the client then drains
+// less than the answer's size bytes, ending in ECONNRESET.
+func StallGetReset(t testing.TB, d time.Duration, size int64, addr, target string, header ...string) {
+	t.Helper()
+	start := time.Now() // before the request: the server's first step starts after it
+	st := StallGet(t, addr, target, header...)
+	Eventually(t, d+10*time.Second, "the stalled client reset", st.Reset)
+	if took := time.Since(start); took < d {
+		t.Errorf("reset after %v, before the stall timeout %v", took, d)
+	}
+	n, err := st.Drain()
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("drained %d bytes, ending in %v; want ECONNRESET", n, err)
+	}
+	if n >= size {
+		t.Errorf("drained %d bytes: the whole answer went out", n)
+	}
 }
 
 // Reset reports whether the server has reset the connection: its state
