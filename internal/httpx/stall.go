@@ -232,7 +232,15 @@ func StallHandler(h http.Handler, d time.Duration) http.Handler {
 				b.conn, _ = r.Context().Value(connKey{}).(net.Conn)
 			}
 			if b.rc != nil || b.conn != nil {
-				r.Body = b
+				// The handler's request is a copy: net/http looks at
+				// its own request's Body after the handler (an
+				// unread "Expect: 100-continue" body closes the
+				// connection, any other is read on), and must find
+				// the body it made there.
+				r2 := new(http.Request)
+				*r2 = *r
+				r2.Body = b
+				r = r2
 				defer b.stop()
 			}
 		}

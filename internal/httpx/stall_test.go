@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -353,5 +354,30 @@ func TestStallTimeoutBodySlowHandler(t *testing.T) {
 	resp.Body.Close()
 	if err := <-got; err != nil {
 		t.Fatalf("the slow handler's body: %v", err)
+	}
+}
+
+// A handler that answers without reading the body (a 307 to where the
+// upload goes) leaves net/http's handling of it as it was: an
+// "Expect: 100-continue" body is never asked for, and the connection
+// closes after the answer. Handing the handler a wrapped body on
+// net/http's own request made net/http ask for it and read on, and
+// gfal-copy's upload through the federator hung.
+func TestStallTimeoutBodyNotRead(t *testing.T) {
+	srv := httptest.NewUnstartedServer(httpx.StallHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "http://elsewhere/f")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+	}), time.Second))
+	srv.Config.ConnContext = httpx.StallConnContext
+	srv.Start()
+	t.Cleanup(srv.Close) // after the client's connection closes (cleanups run last first)
+	rc := testenv.DialRaw(t, srv.Listener.Addr().String())
+	rc.Send("PUT /f HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\nExpect: 100-continue\r\n\r\n")
+	status, lines := rc.Head()
+	if status != "HTTP/1.1 307 Temporary Redirect" {
+		t.Fatalf("first answer %q %q, want the 307 (no 100 Continue)", status, lines)
+	}
+	if !slices.Contains(lines, "Connection: close") {
+		t.Errorf("307 head %q: want Connection: close (the body was never asked for)", lines)
 	}
 }
