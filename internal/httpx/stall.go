@@ -38,26 +38,26 @@ const StallStep = 2 << 20
 
 // SendConn is a connection whose answers must make progress: each step
 // of at most StallStep bytes (Write, ReadFrom, or a move the caller
-// brackets with Arm and Check) gets the send timeout as its write
+// brackets with Arm and Check) gets the stall timeout as its write
 // deadline, and a step that misses it resets the connection (RST, as
 // nginx's reset_timedout_connection): a close would leave the unsent
 // bytes queued in the kernel for as long as the client keeps its window
 // shut. ReadFrom keeps sendfile(2) and splice(2) (net.TCPConn's), step by
-// step. The one home of the send timeout: the fast path and every
-// net/http listener (SendListener) use it.
+// step. The one home of the stall timeout for answers: the fast path
+// and every net/http listener (SendListener) use it.
 type SendConn struct {
 	net.Conn
 	d  time.Duration
 	at atomic.Int64 // the write deadline set last, Unix ns; 0: none
 }
 
-// NewSendConn returns c under a send timeout of d (≤ 0: none; then
+// NewSendConn returns c under a stall timeout of d (≤ 0: none; then
 // SendConn only passes the calls on).
 func NewSendConn(c net.Conn, d time.Duration) *SendConn {
 	return &SendConn{Conn: c, d: d}
 }
 
-// Arm gives the next step its deadline: now plus the send timeout
+// Arm gives the next step its deadline: now plus the stall timeout
 // (nextDeadline).
 func (c *SendConn) Arm() {
 	if dl, ok := nextDeadline(c.at.Load(), c.d); ok {
@@ -175,7 +175,7 @@ func (c *SendConn) CloseWrite() error {
 }
 
 // SendListener returns ln with every accepted connection a SendConn under
-// a send timeout of d: for a listener an http.Server serves directly
+// a stall timeout of d: for a listener an http.Server serves directly
 // (TLS wraps it, so that every record goes out under the timeout). The
 // fast path applies its own (fastpath.Options.StallTimeout).
 func SendListener(ln net.Listener, d time.Duration) net.Listener {
@@ -204,10 +204,9 @@ func (l sendListener) Accept() (net.Conn, error) {
 //   - the reads of each step of a request body (at most StallStep
 //     bytes) may wait d in all for the client; the handler's own work
 //     between them does not count. Over HTTP/1 a body that stalls
-//     longer ends its
-//     connection (closed by a timer, which needs the connection:
-//     StallConnContext); over HTTP/2, its stream (the stream's read
-//     deadline). A read deadline on an HTTP/1 connection would outlive
+//     longer ends its connection (closed by a timer, which needs the
+//     connection: StallConnContext); over HTTP/2, its stream (the
+//     stream's read deadline). A read deadline on an HTTP/1 connection would outlive
 //     the body: net/http reads the connection in the background once the
 //     body is read, and a deadline that fires then cancels the request's
 //     context while its handler still works. The timer closes nothing

@@ -22,7 +22,7 @@ import (
 
 // sendServer serves GET /file (a file of size bytes, by sendfile through
 // SendConn.ReadFrom) and GET /mem (the same bytes by Write) on loopback
-// under a send timeout of d, and returns its address.
+// under a stall timeout of d, and returns its address.
 func sendServer(t *testing.T, size int, d time.Duration) (addr string, data []byte) {
 	t.Helper()
 	data = bytes.Repeat([]byte("0123456789abcdef"), size/16)
@@ -65,7 +65,7 @@ func TestSendTimeoutResetsStalledClient(t *testing.T) {
 }
 
 // A client that reads slowly but steadily is never cut, though its
-// answer takes many times the send timeout.
+// answer takes many times the stall timeout.
 func TestSendTimeoutSpareSlowReader(t *testing.T) {
 	const d = 2 * time.Second // 2 MiB within it: a tenth of the reader's pace
 	addr, data := sendServer(t, 48<<20, d)
@@ -169,7 +169,7 @@ func TestSendTimeoutHTTP2Stream(t *testing.T) {
 			t.Fatalf("the handler's write ended with %v, want the deadline's error", err)
 		}
 		if took := time.Since(start); took < d/2 {
-			t.Errorf("the stream was cut after %v, well before the send timeout %v", took, d)
+			t.Errorf("the stream was cut after %v, well before the stall timeout %v", took, d)
 		}
 	case <-time.After(d + 10*time.Second):
 		t.Fatal("the handler still writes to a stream nobody reads")

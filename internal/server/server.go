@@ -344,8 +344,8 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 }
 
 // httpListener is ln as an http.Server serves it: every connection under
-// the send timeout, then in TLS when cfg is set. (The fast path applies
-// the send timeout itself, and takes no TLS.)
+// the stall timeout, then in TLS when cfg is set. (The fast path applies
+// the stall timeout itself, and takes no TLS.)
 func (s *Server) httpListener(ln net.Listener, cfg *tls.Config) net.Listener {
 	ln = httpx.SendListener(ln, s.stallTimeout())
 	if cfg == nil {
@@ -354,7 +354,7 @@ func (s *Server) httpListener(ln net.Listener, cfg *tls.Config) net.Listener {
 	return tls.NewListener(ln, cfg)
 }
 
-// stallTimeout is the send timeout of the federator's and the cache's
+// stallTimeout is the stall timeout of the federator's and the cache's
 // listeners (config stall_timeout).
 func (s *Server) stallTimeout() time.Duration {
 	return cmp.Or(s.cfg.StallTimeout.D(), httpx.DefaultStallTimeout)

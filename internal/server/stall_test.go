@@ -18,7 +18,7 @@ import (
 // TestSendTimeoutEveryListener: on every HTTP listener of the lake, and
 // on each way an answer leaves it (the fast path's sendfile and splice,
 // net/http's sendfile and copies), a client that asks for a large file
-// and reads nothing is reset after the send timeout, and a client that
+// and reads nothing is reset after the stall timeout, and a client that
 // reads slowly but steadily gets the whole file though it takes several
 // times the timeout. (The slow reader's pace, 10 MiB/s, is ten times
 // what a 2 MiB step needs within the timeout, so that a loaded machine
@@ -78,7 +78,7 @@ func TestSendTimeoutEveryListener(t *testing.T) {
 
 // TestSendTimeoutHTTP2Front: over HTTP/2 on the federator's TLS
 // listener, a client that leaves a stream's window shut (its connection
-// alive) gets the stream reset after the send timeout, never the whole
+// alive) gets the stream reset after the stall timeout, never the whole
 // body; one that reads slowly but steadily gets it all.
 func TestSendTimeoutHTTP2Front(t *testing.T) {
 	const d = 2 * time.Second

@@ -16,7 +16,7 @@ import (
 
 // Stalled is a client that asks for an answer and then reads nothing,
 // with a small receive buffer, so that its window shuts at once: the
-// slow-read attack a server's send timeout must end.
+// slow-read attack a server's stall timeout must end.
 type Stalled struct {
 	t testing.TB
 	c *net.TCPConn

@@ -236,7 +236,7 @@ func (a *Answer) end(length int64, body []byte, f *os.File) {
 		return
 	}
 	// sendfile for a TCP connection (net.TCPConn.ReadFrom, step by step
-	// under the send timeout); a plain copy otherwise.
+	// under the stall timeout); a plain copy otherwise.
 	var err error
 	a.sent, err = io.Copy(c.sc, &io.LimitedReader{R: f, N: length})
 	if err != nil || a.sent != length {

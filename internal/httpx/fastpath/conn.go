@@ -24,7 +24,7 @@ const (
 type conn struct {
 	s        *Server
 	c        net.Conn
-	sc       *httpx.SendConn // c under the send timeout: every answer's bytes go through it
+	sc       *httpx.SendConn // c under the stall timeout: every answer's bytes go through it
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	state    atomic.Int32

@@ -40,7 +40,7 @@
 // idle timeout, the header read timeout (a client that trickles its head
 // is cut when the http.Server's ReadHeaderTimeout has passed since its
 // first byte); graceful shutdown. In place of the http.Server's
-// WriteTimeout, which would bound a whole answer, the send timeout
+// WriteTimeout, which would bound a whole answer, the stall timeout
 // (Options.StallTimeout, httpx.SendConn) bounds each step of one, on the
 // connections it hands to net/http too.
 //

@@ -209,7 +209,7 @@ func (w *Writer) Splice(move func(dst *net.TCPConn, limit int64) (int64, error))
 		w.fail(err)
 		return 0, err
 	}
-	// One move is one step under the send timeout: a spliced read moves
+	// One move is one step under the stall timeout: a spliced read moves
 	// what the replica's socket holds, a few MiB at most.
 	a.c.sc.Arm()
 	n, err := move(tc, w.length-a.sent)
