@@ -66,7 +66,7 @@ func (c *SendConn) Arm() {
 	}
 }
 
-// nextDeadline is the deadline the next step of an answer under the send
+// nextDeadline is the deadline the next step of an answer under the stall
 // timeout d gets, when the one set (at, Unix ns; 0: none) must move: once
 // it has fallen a sixty-fourth of d behind now plus d, since a deadline
 // move is a timer change, not free.

@@ -381,3 +381,32 @@ func TestStallTimeoutBodyNotRead(t *testing.T) {
 		t.Errorf("307 head %q: want Connection: close (the body was never asked for)", lines)
 	}
 }
+
+// BenchmarkStallBody: a 64 MiB upload over loopback HTTP/1.1 read by a
+// handler into io.Discard, with the body under the stall timeout
+// ("watched") and without ("plain"), in one run: what the watch costs
+// per byte.
+func BenchmarkStallBody(b *testing.B) {
+	const size = 64 << 20
+	data := make([]byte, size)
+	discard := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+	}{{"plain", discard}, {"watched", httpx.StallHandler(discard, time.Minute)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			srv := httptest.NewUnstartedServer(tc.h)
+			srv.Config.ConnContext = httpx.StallConnContext
+			srv.Start()
+			defer srv.Close()
+			b.SetBytes(size)
+			for b.Loop() {
+				resp, err := http.Post(srv.URL, "application/octet-stream", bytes.NewReader(data))
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+}

@@ -124,10 +124,11 @@ func TestSendTimeoutHTTP2Front(t *testing.T) {
 // stored or acknowledged, and the site keeps no temporary file of it.
 func TestStallTimeoutUploads(t *testing.T) {
 	const d = time.Second
+	bufDir := t.TempDir()
 	fed := servertest.Start(t, servertest.Options{Sites: 2, Configure: func(c *config.Config) {
 		c.StallTimeout = config.Duration(d)
 		c.Storage[0].StallTimeout = config.Duration(d)
-		c.Buffer = &config.Buffer{Dir: t.TempDir(),
+		c.Buffer = &config.Buffer{Dir: bufDir,
 			Prefixes: []config.BufferPrefix{{Prefix: "/out", Targets: []string{"site-b"}}}}
 	}})
 	host := func(u string) string {
@@ -162,7 +163,7 @@ func TestStallTimeoutUploads(t *testing.T) {
 			}
 		})
 	}
-	testenv.Eventually(t, 10*time.Second, "no temporary upload file left at the site", func() bool {
+	testenv.Eventually(t, 10*time.Second, "no temporary upload file left at the site or in the buffer", func() bool {
 		ents, err := os.ReadDir(fed.Sites[0].Dir)
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +173,7 @@ func TestStallTimeoutUploads(t *testing.T) {
 				return false
 			}
 		}
-		return true
+		tmp, err := os.ReadDir(filepath.Join(bufDir, "tmp"))
+		return err == nil && len(tmp) == 0
 	})
 }
